@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Install the Debian 12 packages ftpad needs to build and test, if any are
+# missing.  docs/dependencies.md says why each one is here.  Needs root only
+# when something is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  cmake make g++ gcc-12-plugin-dev libelf-dev pkg-config
+  # tests: real bytes and real linkers
+  binutils lld python3-pytest python3-pyelftools python3-capstone
+  # the aarch64 GCC plugin and its tests: the cross compilers, their plugin
+  # headers, a static aarch64 libc, and qemu to run the programs
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+  gcc-12-plugin-dev-aarch64-linux-gnu qemu-user
+  # recordmcount-ng's differential tests build Linux 6.12's own
+  # scripts/recordmcount from this source tarball, once, into /var/cache/ftpad
+  linux-source-6.12
+  # the kernel build-and-boot tests (tests/test_kbuild_*.py): what Kbuild
+  # needs besides gcc, and QEMU plus a static busybox for the initramfs
+  bc flex bison cpio qemu-system-x86 qemu-system-arm busybox-static
+  # the clang plugin: the compiler it loads into, and the LLVM and clang
+  # headers it is built against
+  clang-14 llvm-14-dev libclang-14-dev
+  # the real code base the clang plugin's tests build: googletest's sources
+  googletest
+  # GCC's own patchable-entry tests, unpacked from its source at test time
+  gcc-12-source
+  # a real code base the GCC plugin builds: binutils, which needs flex and
+  # bison for its generated lexers and parsers
+  binutils-source flex bison
+  # bench/run.py: instruction counts, and XRay as a peer to measure against
+  valgrind libclang-rt-14-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "install-deps: installing: ${missing[*]}" >&2
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: error: missing packages and not root; run as root:" >&2
+  echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
