@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// arch.h - what the generic plugin asks of a target.  Each target has one
+// file, arch-<target>.cc, that defines every function below; CMake builds
+// the plugin once per compiler and picks the file from `gcc -dumpmachine`.
+#ifndef FTPAD_ARCH_H
+#define FTPAD_ARCH_H
+
+#include <cstdio>
+#include <string>
+
+#include "gcc-common.h"
+
+// The two ABIs of DESIGN.md: ftpad's own user layout, and exactly what
+// Linux expects from its compiler flags.
+enum ftpad_abi { FTPAD_ABI_USER, FTPAD_ABI_KERNEL };
+
+// Where a site's address is recorded.
+enum ftpad_record_kind {
+	FTPAD_RECORD_FTPAD,     // __ftpad_sites (docs/format.md)
+	FTPAD_RECORD_MCOUNT,    // __mcount_loc, as -mrecord-mcount
+	FTPAD_RECORD_PATCHABLE, // __patchable_function_entries, per function
+};
+
+// Fixed facts about the target's layout in one ABI.
+struct ftpad_arch_info {
+	const char *name;        // "x86_64"
+	unsigned record_arch;    // enum ftpad_site_arch
+	unsigned unit_bytes;     // one NOP unit: 1 on x86_64, 4 on aarch64
+	unsigned site_bytes;     // the patchable instruction
+	unsigned min_after;      // fewest units after the entry that hold a site
+	unsigned default_before; // NOP units before the ops slot
+	unsigned default_after;  // NOP units after the entry
+	bool default_ops;        // an ops slot unless ops=0
+	bool ops_allowed;        // the ABI has a place for an ops slot at all
+	bool own_alignment;      // align the entry ourselves (else GCC's stays)
+	bool align_without_ops;  // ... even when there is no ops slot
+	bool before_everywhere;  // `before` pads every function, as CALL_PADDING
+	ftpad_record_kind default_record;
+	unsigned layout_flags;   // record flags every site of this layout has
+};
+
+const ftpad_arch_info &ftpad_arch(ftpad_abi abi);
+
+// A reason the compiler's options cannot go with the plugin's sites, or
+// NULL.  Asked once the options are final, at the first function.
+const char *ftpad_arch_conflicting_options(void);
+
+// The first instruction of the function being assembled, or NULL.
+inline rtx_insn *ftpad_first_real_insn(void)
+{
+	rtx_insn *insn = get_insns();
+	return insn && !NONDEBUG_INSN_P(insn) ? next_real_nondebug_insn(insn) : insn;
+}
+
+// Is INSN the landing pad (ENDBR, BTI) that must stay first at the entry?
+// Returns its record flag, or 0.
+unsigned ftpad_arch_landing_pad_flag(rtx_insn *insn);
+
+// For an asm thunk (output_mi_thunk), which no RTL pass sees: take the
+// landing pad the target put first in its insns out of them and return it
+// as assembly, to print before the site; *flag gets its record flag.
+std::string ftpad_arch_thunk_landing_pad(unsigned *flag);
+
+// The landing pad flag of the function being assembled, for targets that
+// add a landing pad of their own in ftpad_arch_after_entry_asm(); 0 else.
+unsigned ftpad_arch_own_landing_pad_flag(void);
+
+// The alignment of the entry that keeps the ops slot 8-byte aligned and the
+// site inside one cache line, given the landing pad flag.
+unsigned ftpad_arch_entry_align(unsigned landing_pad_flag);
+
+// Emit BYTES of never-executed filler, and UNITS of NOP units.
+void ftpad_arch_emit_filler(FILE *f, unsigned bytes);
+void ftpad_arch_emit_nops(FILE *f, unsigned units);
+
+// Emit the 8-byte ops slot, as the target's 8 bytes of NOP.
+void ftpad_arch_emit_ops_slot(FILE *f);
+
+// Assembly for the part after the entry, behind any landing pad: AFTER
+// units, the first labelled POST_LABEL and the patchable one SITE_LABEL.
+std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
+				       const char *site_label, unsigned after);
+
+#endif
