@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: MIT
+# The aarch64 libftpad, cross-compiled whatever the host is, into
+# runtime/aarch64/: libftpad.so and libftpad.a for programs built with the
+# aarch64 plugin (tests run them under qemu-aarch64).  CMake allows one
+# C compiler per build, so the cross objects are plain custom commands.
+# The generic sources are the host's FTPAD_RUNTIME_SOURCES (CMakeLists.txt),
+# so a new generic file needs no edit here.
+if(FTPAD_ARCH STREQUAL "aarch64")
+  return() # the host build is the aarch64 runtime already
+endif()
+if(NOT FTPAD_AARCH64_GCC_PATH)
+  message(STATUS "ftpad: ${FTPAD_AARCH64_GCC} not found; not building the aarch64 runtime")
+  return()
+endif()
+find_program(FTPAD_AARCH64_AR aarch64-linux-gnu-ar)
+if(NOT FTPAD_AARCH64_AR)
+  set(FTPAD_AARCH64_AR ${CMAKE_AR})
+endif()
+
+set(a64_dir ${CMAKE_CURRENT_BINARY_DIR}/aarch64)
+set(a64_sources ${FTPAD_RUNTIME_SOURCES})
+list(FILTER a64_sources EXCLUDE REGEX "^arch/")
+list(APPEND a64_sources arch/aarch64.c arch/trampoline_aarch64.S)
+list(TRANSFORM a64_sources PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
+# As the host objects: position independent, never padded themselves.
+# Branch protection on, so that a BTI program linked with it keeps BTI.
+set(a64_flags -std=gnu11 -O2 -g -Wall -Wextra -fPIC -fvisibility=hidden
+  -fno-instrument-functions -mbranch-protection=standard
+  -I${FTPAD_PUBLIC_INCLUDE} -I${CMAKE_CURRENT_SOURCE_DIR})
+
+file(MAKE_DIRECTORY ${a64_dir}/obj)
+set(a64_objects)
+foreach(src ${a64_sources})
+  get_filename_component(name ${src} NAME)
+  set(obj ${a64_dir}/obj/${name}.o)
+  add_custom_command(OUTPUT ${obj}
+    COMMAND ${FTPAD_AARCH64_GCC_PATH} ${a64_flags} -MD -MF ${obj}.d -c ${src} -o ${obj}
+    DEPENDS ${src}
+    DEPFILE ${obj}.d
+    COMMENT "aarch64: ${name}"
+    VERBATIM)
+  list(APPEND a64_objects ${obj})
+endforeach()
+
+add_custom_command(OUTPUT ${a64_dir}/libftpad.so
+  COMMAND ${FTPAD_AARCH64_GCC_PATH} -shared -o ${a64_dir}/libftpad.so ${a64_objects}
+    -Wl,-soname,libftpad.so.0
+    -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
+    -Wl,-z,defs -Wl,-z,noexecstack
+  COMMAND ${CMAKE_COMMAND} -E create_symlink libftpad.so ${a64_dir}/libftpad.so.0
+  DEPENDS ${a64_objects} ${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
+  COMMENT "aarch64: libftpad.so"
+  VERBATIM)
+add_custom_command(OUTPUT ${a64_dir}/libftpad.a
+  COMMAND ${CMAKE_COMMAND} -E rm -f ${a64_dir}/libftpad.a
+  COMMAND ${FTPAD_AARCH64_AR} rcs ${a64_dir}/libftpad.a ${a64_objects}
+  DEPENDS ${a64_objects}
+  COMMENT "aarch64: libftpad.a"
+  VERBATIM)
+add_custom_target(ftpad_aarch64 ALL
+  DEPENDS ${a64_dir}/libftpad.so ${a64_dir}/libftpad.a)

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * log.c - the library's log callback (libbpf's libbpf_set_print() model)
+ * and its error strings.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int default_print(enum ftpad_log_level level, const char *fmt, va_list ap)
+{
+	static int verbose = -1;
+
+	if (verbose < 0) {
+		const char *env = getenv("FTPAD_DEBUG");
+
+		verbose = env && *env && strcmp(env, "0");
+	}
+	if (level != FTPAD_WARN && !verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static ftpad_print_fn_t print_fn = default_print;
+
+ftpad_print_fn_t ftpad_set_print(ftpad_print_fn_t fn)
+{
+	ftpad_print_fn_t old = print_fn;
+
+	print_fn = fn;
+	return old;
+}
+
+void ftpad_log(enum ftpad_log_level level, const char *fmt, ...)
+{
+	ftpad_print_fn_t fn = print_fn;
+	va_list ap;
+
+	if (!fn)
+		return;
+	va_start(ap, fmt);
+	fn(level, fmt, ap);
+	va_end(ap);
+}
+
+const char *ftpad_strerror(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case EPERM:
+	case EACCES:
+		return "cannot write code: both /proc/self/mem and mprotect were refused "
+		       "(proc_mem.force_override, MDWE, mseal or PaX?)";
+	case ERANGE:
+		return "no trampoline stub could be mapped within branch range of the code";
+	case ENOENT:
+		return "no such ops, function or symbol";
+	case EBUSY:
+		return "the ops is already registered";
+	default:
+		return strerror(err < 0 ? -err : err);
+	}
+}

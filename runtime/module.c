@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * module.c - finding each loaded module's site table.
+ *
+ * Mechanism (DESIGN.md "Site discovery"): dl_iterate_phdr lists the loaded
+ * modules, whether libftpad is linked in, preloaded or linked statically,
+ * and each module's file (/proc/self/exe for the program) gives its section
+ * headers, hence the address of __ftpad_sites.  This needs nothing from the
+ * compiler beyond the records and sees modules loaded before libftpad.  A
+ * later dlopen shows up as a new dl_iterate_phdr entry (dlpi_adds), so every
+ * API call rescans cheaply, as does libftpad.so's dlopen and dlclose
+ * (dlhooks.c).  A module that is no longer listed (dlpi_subs changed) is
+ * unlinked, and freed after a grace period.
+ *
+ * Sites are checked byte by byte before anything is patched: the runtime
+ * never writes to a pad that is not exactly what its record describes.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "arch.h"
+#include "internal.h"
+
+pthread_mutex_t ftpad_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct ftpad_module *modules; /* atomic list head */
+static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
+/* Modules unlinked after a dlclose, freed by ftpad_modules_reclaim(). */
+static struct ftpad_module *gone;
+
+struct ftpad_module *ftpad_modules(void)
+{
+	return __atomic_load_n(&modules, __ATOMIC_ACQUIRE);
+}
+
+struct ftpad_module *ftpad_module_of(uintptr_t addr)
+{
+	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
+		if (m->lo <= addr && addr < m->hi)
+			return m;
+	return NULL;
+}
+
+int ftpad_module_prot(const struct ftpad_module *mod, uintptr_t addr)
+{
+	for (int i = 0; i < mod->nsegs; i++)
+		if (mod->segs[i].lo <= addr && addr < mod->segs[i].hi)
+			return mod->segs[i].prot;
+	return -1;
+}
+
+static bool in_exec_segment(const struct ftpad_module *mod, uintptr_t addr, size_t len)
+{
+	int prot = ftpad_module_prot(mod, addr);
+
+	return prot >= 0 && (prot & PROT_EXEC) && ftpad_module_prot(mod, addr + len - 1) == prot;
+}
+
+/* The last site whose field at offset off is <= key, or NULL. */
+static struct ftpad_site *site_search(uintptr_t key, size_t off)
+{
+	struct ftpad_module *mod = ftpad_module_of(key);
+	size_t lo = 0, hi;
+
+	if (!mod || !mod->nsites)
+		return NULL;
+	hi = mod->nsites;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (*(uintptr_t *)((char *)&mod->sites[mid] + off) <= key)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &mod->sites[lo];
+}
+
+struct ftpad_site *ftpad_site_by_addr(uintptr_t addr)
+{
+	struct ftpad_site *s = site_search(addr, offsetof(struct ftpad_site, addr));
+
+	return s && s->addr == addr ? s : NULL;
+}
+
+struct ftpad_site *ftpad_site_by_entry(uintptr_t entry)
+{
+	/* Sites are sorted by address, and so by entry: functions do not nest. */
+	struct ftpad_site *s = site_search(entry, offsetof(struct ftpad_site, entry));
+
+	return s && s->entry == entry ? s : NULL;
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+	const struct ftpad_site *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void set_segments(struct ftpad_module *mod, const struct dl_phdr_info *info)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	mod->base = info->dlpi_addr;
+	mod->lo = UINTPTR_MAX;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		struct ftpad_segment *seg;
+
+		if (ph->p_type != PT_LOAD || mod->nsegs == FTPAD_MAX_SEGMENTS)
+			continue;
+		seg = &mod->segs[mod->nsegs++];
+		seg->lo = (info->dlpi_addr + ph->p_vaddr) & ~(page - 1);
+		seg->hi = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz + page - 1) & ~(page - 1);
+		seg->prot = (ph->p_flags & PF_R ? PROT_READ : 0) |
+			    (ph->p_flags & PF_W ? PROT_WRITE : 0) |
+			    (ph->p_flags & PF_X ? PROT_EXEC : 0);
+		if (seg->lo < mod->lo)
+			mod->lo = seg->lo;
+		if (seg->hi > mod->hi)
+			mod->hi = seg->hi;
+	}
+}
+
+/*
+ * Map the module's file and check it is the one loaded: its program headers
+ * must be the ones the loader used (they are copied into memory verbatim).
+ */
+static int map_file(struct ftpad_module *mod, const char *path, const struct dl_phdr_info *info)
+{
+	const ElfW(Ehdr) *eh;
+	struct stat st;
+	void *map;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(*eh)) {
+		close(fd);
+		return -EINVAL;
+	}
+	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return -errno;
+	eh = map;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+	    eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_phnum != info->dlpi_phnum ||
+	    eh->e_phoff + eh->e_phnum * sizeof(ElfW(Phdr)) > (size_t)st.st_size ||
+	    eh->e_shoff + eh->e_shnum * sizeof(ElfW(Shdr)) > (size_t)st.st_size ||
+	    eh->e_shstrndx >= eh->e_shnum ||
+	    memcmp((char *)map + eh->e_phoff, info->dlpi_phdr, eh->e_phnum * sizeof(ElfW(Phdr)))) {
+		munmap(map, st.st_size);
+		return -ENOEXEC;
+	}
+	mod->map = map;
+	mod->map_size = st.st_size;
+	return 0;
+}
+
+/* The module file's first section called name (NULL: any) of type (0: any). */
+const ElfW(Shdr) *ftpad_module_section(const struct ftpad_module *mod, const char *name,
+				       unsigned type)
+{
+	const ElfW(Ehdr) *eh = mod->map;
+	const ElfW(Shdr) *sh = (const void *)((const char *)mod->map + eh->e_shoff);
+	const ElfW(Shdr) *strs = &sh[eh->e_shstrndx];
+
+	if (strs->sh_offset + strs->sh_size > mod->map_size)
+		return NULL;
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (type && sh[i].sh_type != type)
+			continue;
+		if (!name)
+			return &sh[i];
+		if (sh[i].sh_name < strs->sh_size &&
+		    !strncmp((const char *)mod->map + strs->sh_offset + sh[i].sh_name, name,
+			     strs->sh_size - sh[i].sh_name))
+			return &sh[i];
+	}
+	return NULL;
+}
+
+static void warn_site(const struct ftpad_module *mod, const struct ftpad_site *s,
+		      const char *why)
+{
+	if (s->name)
+		ftpad_warn("%s: warning: ftpad: %s: %s; not patched\n", mod->path, s->name, why);
+	else
+		ftpad_warn("%s: warning: ftpad: site at %#lx: %s; not patched\n", mod->path,
+			   (unsigned long)(s->addr - mod->base), why);
+}
+
+/* Turn one record into a site; returns 0 if it is patchable. */
+static int add_site(struct ftpad_module *mod, const struct ftpad_site_record *rec,
+		    struct ftpad_site *s)
+{
+	const char *why = NULL;
+
+	memset(s, 0, sizeof(*s));
+	s->entry = ftpad_site_field_addr(&rec->entry);
+	s->addr = ftpad_site_field_addr(&rec->site);
+	s->slot = ftpad_site_field_addr(&rec->ops);
+	s->flags = rec->flags;
+	if (rec->name) {
+		uintptr_t name = ftpad_site_field_addr(&rec->name);
+
+		if (name >= mod->lo && name < mod->hi)
+			s->name = (const char *)name;
+		else
+			why = "its name is outside the module";
+	}
+	if (rec->arch != ftpad_arch_id)
+		why = "it was made for another architecture";
+	else if (!in_exec_segment(mod, s->entry, 1) ||
+		 !in_exec_segment(mod, s->addr, ftpad_arch_site_len) ||
+		 (s->slot && !in_exec_segment(mod, s->slot, 8)))
+		why = "its addresses are outside the module's code";
+	if (!why && ftpad_arch_site_init(rec, s, &why) == 0)
+		return 0;
+	warn_site(mod, s, why);
+	return -EINVAL;
+}
+
+/* Read the module's records; a table of an unknown version is rejected whole. */
+static int read_sites(struct ftpad_module *mod)
+{
+	const ElfW(Shdr) *sh = ftpad_module_section(mod, FTPAD_SITES_SECTION, 0);
+	const struct ftpad_site_record *rec;
+	size_t n, kept = 0;
+
+	if (!sh)
+		return 0;
+	n = sh->sh_size / sizeof(*rec);
+	rec = (const void *)(mod->base + sh->sh_addr);
+	if (!(sh->sh_flags & SHF_ALLOC) || sh->sh_size % sizeof(*rec) ||
+	    ftpad_module_prot(mod, (uintptr_t)rec) < 0 ||
+	    ftpad_module_prot(mod, (uintptr_t)(rec + n) - 1) < 0) {
+		ftpad_warn("%s: warning: ftpad: malformed %s section; ignored\n", mod->path,
+			   FTPAD_SITES_SECTION);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (rec[i].version > FTPAD_SITE_VERSION) {
+			ftpad_warn("%s: warning: ftpad: site record version %u is newer than "
+				   "this runtime (%u); table ignored\n", mod->path,
+				   rec[i].version, FTPAD_SITE_VERSION);
+			return -EINVAL;
+		}
+	}
+	mod->sites = calloc(n ? n : 1, sizeof(*mod->sites));
+	if (!mod->sites)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (rec[i].version && add_site(mod, &rec[i], &mod->sites[kept]) == 0)
+			kept++;
+	qsort(mod->sites, kept, sizeof(*mod->sites), cmp_site);
+	mod->nsites = kept;
+	return 0;
+}
+
+/* Sites without a name in their record take the symbol at their entry. */
+static void name_sites(struct ftpad_module *mod)
+{
+	for (size_t i = 0; i < mod->nsites; i++) {
+		const struct ftpad_sym *sym;
+
+		if (mod->sites[i].name)
+			continue;
+		ftpad_module_load_symbols(mod);
+		sym = ftpad_module_symbol(mod, mod->sites[i].entry);
+		if (sym && sym->addr == mod->sites[i].entry)
+			mod->sites[i].name = sym->name;
+	}
+}
+
+/*
+ * libftpad.so itself is never traced, even if someone padded it: its own
+ * functions run in the middle of patching.  (Linked statically, it is part
+ * of the program, whose sites must of course be found.)
+ */
+static bool is_self(const struct ftpad_module *mod, bool first)
+{
+	uintptr_t self = (uintptr_t)&ftpad_register_ops;
+
+	return !first && mod->lo <= self && self < mod->hi;
+}
+
+/* The program's name for messages. */
+static char *program_path(void)
+{
+	char buf[4096];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+
+	if (n <= 0)
+		return strdup("[program]");
+	buf[n] = 0;
+	return strdup(buf);
+}
+
+/* The module loaded at lo from the file called name, if we have it. */
+static struct ftpad_module *known(uintptr_t lo, const char *name, bool first)
+{
+	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
+		if (m->lo == lo && (first || !strcmp(m->path, *name ? name : "[anonymous]")))
+			return m;
+	return NULL;
+}
+
+static int add_module(struct dl_phdr_info *info, bool first)
+{
+	struct ftpad_module *mod = calloc(1, sizeof(*mod));
+	const char *name = info->dlpi_name;
+	int err = 0;
+
+	if (!mod)
+		return -ENOMEM;
+	struct ftpad_module *old;
+
+	set_segments(mod, info);
+	old = mod->nsegs ? known(mod->lo, name, first) : NULL;
+	if (!mod->nsegs || old) {
+		if (old)
+			old->seen = true;
+		free(mod);
+		return 0;
+	}
+	mod->seen = true;
+	/* The program has no name; vdso-like modules have no file. */
+	mod->path = first && !*name ? program_path() : strdup(*name ? name : "[anonymous]");
+	if (!mod->path) {
+		free(mod);
+		return -ENOMEM;
+	}
+	if (first && !*name)
+		name = "/proc/self/exe"; /* still right if the file was replaced */
+	if (strchr(name, '/') && map_file(mod, name, info) == 0 && !is_self(mod, first))
+		err = read_sites(mod);
+	name_sites(mod);
+	if (mod->nsites)
+		ftpad_debug("ftpad: %s: %zu sites\n", mod->path, mod->nsites);
+	mod->next = modules;
+	__atomic_store_n(&modules, mod, __ATOMIC_RELEASE);
+	return err == -ENOMEM ? err : 0;
+}
+
+struct scan {
+	int index;
+	int err;
+};
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct scan *scan = data;
+
+	/* Nothing loaded or unloaded since the last scan: stop at once. */
+	if (scan->index == 0 && size > offsetof(struct dl_phdr_info, dlpi_subs)) {
+		if (info->dlpi_adds == last_adds && info->dlpi_subs == last_subs)
+			return 1;
+		last_adds = info->dlpi_adds;
+		last_subs = info->dlpi_subs;
+	}
+	scan->err = add_module(info, scan->index++ == 0);
+	return scan->err;
+}
+
+/*
+ * Unlink the modules the scan did not see: dlclose removed them.  Their
+ * code is gone, so nothing is written there; threads may still be reading
+ * the structures (dispatch, lookups), so they are freed after a grace
+ * period, by ftpad_modules_reclaim().
+ */
+static void forget_unloaded(void)
+{
+	struct ftpad_module **pp = &modules;
+
+	while (*pp) {
+		struct ftpad_module *m = *pp;
+
+		if (m->seen) {
+			m->seen = false;
+			pp = &m->next;
+			continue;
+		}
+		ftpad_debug("ftpad: %s: unloaded, %zu sites forgotten\n", m->path, m->nsites);
+		/* m->next stays, for readers standing on m right now. */
+		__atomic_store_n(pp, m->next, __ATOMIC_RELEASE);
+		m->gone = gone;
+		gone = m;
+	}
+}
+
+int ftpad_modules_refresh(void)
+{
+	struct scan scan = { 0, 0 };
+
+	dl_iterate_phdr(scan_one, &scan);
+	if (scan.err) {
+		last_adds = ~0ull; /* retry next time */
+		for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
+			m->seen = false;
+	} else if (scan.index) {
+		forget_unloaded();
+	}
+	return scan.err;
+}
+
+bool ftpad_modules_unloaded(void)
+{
+	return gone != NULL;
+}
+
+void ftpad_modules_free_unloaded(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	while (gone) {
+		struct ftpad_module *m = gone;
+
+		gone = m->gone;
+		if (m->stubs)
+			munmap((void *)m->stubs, page);
+		if (m->map)
+			munmap((void *)m->map, m->map_size);
+		free(m->syms);
+		free(m->sites);
+		free(m->path);
+		free(m);
+	}
+}

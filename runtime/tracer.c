@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tracer.c - the built-in printing tracer, started from the environment:
+ *
+ *   FTPAD_FILTER=globs   trace the functions matching these (comma-separated)
+ *   FTPAD_OUTPUT=file    append the trace to file (default: stderr)
+ *
+ * One line per call, as ftrace's function tracer prints it:
+ *   <comm>-<tid> <function> <-<caller>
+ * and at exit one summary line:
+ *   ftpad: <N> sites found, <M> sites enabled, <K> calls seen
+ *
+ * Each line is a single write(2) of a buffer on the callback's own stack,
+ * with the file opened O_APPEND, so threads and processes sharing the file
+ * never interleave within a line and no stdio lock is taken in a callback.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+static int out_fd = -1;
+static unsigned long calls;   /* atomic */
+static int stopped;           /* atomic: the summary has been written */
+static struct ftpad_ops tracer_ops;
+
+/* The thread's name and id, read once per thread (and again after fork). */
+static TLS char comm[17];
+static TLS pid_t tid;
+
+static void forget_thread(void)
+{
+	tid = 0;
+}
+
+static void name_caller(uintptr_t addr, char *buf, size_t size)
+{
+	const struct ftpad_sym *sym = ftpad_symbol_of(addr);
+
+	if (sym) {
+		snprintf(buf, size, "%s", sym->name);
+		return;
+	}
+	/* dladdr's dynamic symbols, then the address, with its +offset dropped. */
+	ftpad_lookup_symbol(addr, buf, size);
+	if (buf[0] != '0')
+		buf[strcspn(buf, "+")] = 0;
+}
+
+static void trace_call(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+		       struct ftpad_regs *regs)
+{
+	char line[1024], caller[512];
+	const char *name;
+	int len;
+
+	(void)ops, (void)regs;
+	__atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&stopped, __ATOMIC_RELAXED))
+		return;
+	if (!tid) {
+		prctl(PR_GET_NAME, comm);
+		tid = gettid();
+	}
+	name = ftpad_lookup_name(ip);
+	name_caller(parent_ip, caller, sizeof(caller));
+	len = name ? snprintf(line, sizeof(line), "%s-%d %s <-%s\n", comm, tid, name, caller)
+		   : snprintf(line, sizeof(line), "%s-%d %#lx <-%s\n", comm, tid, ip, caller);
+	if (len >= (int)sizeof(line)) {
+		len = sizeof(line) - 1;
+		line[len - 1] = '\n';
+	}
+	while (write(out_fd, line, len) < 0 && errno == EINTR)
+		;
+}
+
+static void write_summary(void)
+{
+	struct ftpad_stats st = { .sz = sizeof(st) };
+	char line[160];
+	int len;
+
+	if (__atomic_exchange_n(&stopped, 1, __ATOMIC_ACQ_REL))
+		return;
+	ftpad_get_stats(&st);
+	len = snprintf(line, sizeof(line), "ftpad: %lu sites found, %lu sites enabled, %lu calls seen\n",
+		       st.sites, st.enabled, __atomic_load_n(&calls, __ATOMIC_RELAXED));
+	while (write(out_fd, line, len) < 0 && errno == EINTR)
+		;
+}
+
+/* After every other destructor of the program and of the libraries it uses. */
+__attribute__((destructor(101))) static void tracer_stop(void)
+{
+	if (out_fd >= 0)
+		write_summary();
+}
+
+static int open_output(void)
+{
+	const char *path = getenv("FTPAD_OUTPUT");
+	int fd;
+
+	if (!path || !*path)
+		return STDERR_FILENO;
+	/* Appending: the children of a traced program share the file. */
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		ftpad_warn("ftpad: error: cannot open FTPAD_OUTPUT '%s': %s; tracing to stderr\n",
+			   path, strerror(errno));
+	return fd < 0 ? STDERR_FILENO : fd;
+}
+
+void ftpad_tracer_start(void)
+{
+	const char *filter = getenv("FTPAD_FILTER");
+	int err;
+
+	if (!filter || out_fd >= 0)
+		return;
+	out_fd = open_output();
+	pthread_atfork(NULL, NULL, forget_thread);
+	/* Callers are named from the callback: read every table now, once. */
+	ftpad_load_all_symbols();
+	tracer_ops.func = trace_call;
+	err = ftpad_set_filter(&tracer_ops, filter, 1);
+	if (!err)
+		err = ftpad_register_ops(&tracer_ops);
+	if (err)
+		ftpad_warn("ftpad: error: cannot start tracing FTPAD_FILTER='%s': %s\n", filter,
+			   ftpad_strerror(err));
+}
