@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recordmcount-ng: the declarations its parts share.
+ *
+ *   main.c      command line
+ *   elfobj.c    a thin gelf layer: typed accessors hiding ELF class and byte
+ *               order, changes marked and written once (temp file + rename)
+ *   mcount.c    the drop-in algorithm of Linux's scripts/recordmcount
+ *   arch.c      e_machine -> backend
+ *   arch/<arch>.c one file per architecture, each defining the same names
+ */
+#ifndef RMC_H
+#define RMC_H
+
+#include <gelf.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROG "recordmcount-ng"
+
+/* Everything the command line sets. */
+struct rmc_opts {
+	bool warn_notrace;	/* -w: warn about sections ftrace ignores (Linux: warn_on_notrace_sect) */
+	bool dry_run;		/* --dry-run: say what would change, write nothing */
+	bool help;
+	bool version;
+};
+
+/* Exit statuses; for files they are Linux's: 0 done or nothing to do, 1 failed. */
+enum rmc_status {
+	RMC_OK = 0,
+	RMC_FAILED = 1,		/* a file could not be processed */
+	RMC_USAGE = 2,		/* bad command line (Linux exits 0 here) */
+};
+
+/* ---- diagnostics: "file.o: error: recordmcount-ng: reason" ---- */
+void rmc_error(const char *file, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void rmc_warn(const char *file, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- the ELF layer (elfobj.c) ---- */
+
+/* One relocation, REL or RELA, of either class, in host order. */
+struct rmc_reloc {
+	uint64_t offset;
+	uint32_t sym;
+	uint32_t type;
+	int64_t addend;		/* 0 for REL */
+};
+
+/* One symbol, with its section index already resolved through SHN_XINDEX. */
+struct rmc_sym {
+	const char *name;
+	uint64_t value;
+	uint32_t shndx;		/* its section's index, or 0 for none (undefined, SHN_ABS, SHN_COMMON):
+				 * above 0xff00 an index is a real section, never SHN_ABS */
+	unsigned char bind;
+	unsigned char type;
+};
+
+struct rmc_obj;		/* an open object file; opaque */
+
+/*
+ * Open @path for processing.  With @dry_run the object is mapped privately
+ * and nothing is ever written; otherwise it is copied to a temporary file
+ * next to it, which rmc_obj_commit() renames over @path.  NULL after an
+ * error (already reported).
+ */
+struct rmc_obj *rmc_obj_open(const char *path, bool dry_run);
+/* Write the changes, if any, and rename the temp file over the object. */
+int rmc_obj_commit(struct rmc_obj *obj);
+/* Forget everything: the temp file is removed and the object is untouched. */
+void rmc_obj_close(struct rmc_obj *obj);
+
+const char *rmc_obj_path(const struct rmc_obj *obj);
+const GElf_Ehdr *rmc_obj_ehdr(const struct rmc_obj *obj);
+bool rmc_obj_changed(const struct rmc_obj *obj);
+
+size_t rmc_shnum(const struct rmc_obj *obj);
+/* Section header @ndx (0 < ndx < rmc_shnum()), or NULL. */
+const GElf_Shdr *rmc_shdr(const struct rmc_obj *obj, size_t ndx);
+const char *rmc_secname(const struct rmc_obj *obj, size_t ndx);
+/* A section's bytes, for reading and (after rmc_mark_bytes) writing. */
+unsigned char *rmc_secbytes(struct rmc_obj *obj, size_t ndx, size_t *size);
+void rmc_mark_bytes(struct rmc_obj *obj, size_t ndx);
+
+/* Relocation sections: count, read, write (type only changes in place). */
+size_t rmc_nrelocs(const struct rmc_obj *obj, size_t relndx);
+int rmc_reloc(const struct rmc_obj *obj, size_t relndx, size_t i, struct rmc_reloc *out);
+int rmc_set_reloc(struct rmc_obj *obj, size_t relndx, size_t i, const struct rmc_reloc *r);
+
+/* Symbols of symbol table @symtab (a section index). */
+size_t rmc_nsyms(const struct rmc_obj *obj, size_t symtab);
+int rmc_sym(const struct rmc_obj *obj, size_t symtab, size_t i, struct rmc_sym *out);
+/*
+ * Add a local STT_SECTION symbol for section @secndx to @symtab and return
+ * its index (0 on error).  Locals come before globals, so the first global
+ * moves to the end and every reference to it (relocations, group
+ * signatures) follows it, as objtool does.
+ */
+size_t rmc_add_section_sym(struct rmc_obj *obj, size_t symtab, size_t secndx);
+
+/*
+ * Append the section pair @name (PROGBITS, SHF_ALLOC, holding @nwords
+ * address-sized @words) and .rel@name / .rela@name (@rela) holding @nrel
+ * relocations against @symtab, exactly as Linux's recordmcount lays them out.
+ */
+int rmc_add_table(struct rmc_obj *obj, const char *name, const uint64_t *words, size_t nwords,
+		  bool rela, const struct rmc_reloc *rels, size_t nrel, size_t symtab);
+
+/* ---- the architecture backends (arch/<arch>.c) ---- */
+
+/* Bytes of a text section around one call site, for make_nop. */
+struct rmc_text {
+	unsigned char *bytes;
+	size_t size;
+	bool big_endian;	/* the object's data order */
+};
+
+/*
+ * What recordmcount needs to know about one machine.  Every arch/<arch>.c
+ * defines the same static helpers (is_fake_mcount, make_nop) and exports
+ * one const struct per ELF machine/class it serves.
+ */
+struct rmc_arch {
+	const char *name;		/* for messages and docs: "x86_64" */
+	uint16_t machine;		/* e_machine */
+	unsigned char elfclass;		/* ELFCLASS32/64, or 0 for either */
+	const char *mcount;		/* the profiling call's symbol: "mcount" or "_mcount" */
+	const char *alt_mcount;		/* a second accepted name (arm: __gnu_mcount_nc), or NULL */
+	bool avoid_func_syms;		/* never base records on STT_FUNC symbols (arm: Thumb bit) */
+	int mcount_adjust;		/* added to the relocation offset to get the call's address */
+	uint32_t abs_reloc;		/* the absolute address relocation for __mcount_loc */
+	uint32_t none_reloc;		/* R_*_NONE, for calls turned into NOPs */
+	/*
+	 * Optional: true for a relocation against the mcount symbol that is
+	 * not a call site of its own (the second half of a mips lui/addiu
+	 * pair, an arm64 ADR).  @prev_offset is the offset of the previous
+	 * mcount relocation in this section, or UINT64_MAX.
+	 */
+	bool (*is_fake_mcount)(const struct rmc_reloc *r, uint64_t prev_offset);
+	/*
+	 * Optional: turn the call whose relocation is at @offset into a NOP
+	 * when it is the expected unrelocated call; return false (and change
+	 * nothing) otherwise.  NULL: the architecture leaves such calls alone.
+	 */
+	bool (*make_nop)(struct rmc_text *text, uint64_t offset);
+};
+
+/* The backend for this object, or NULL. */
+const struct rmc_arch *rmc_arch_for(uint16_t machine, unsigned char elfclass);
+
+extern const struct rmc_arch rmc_arch_x86_64, rmc_arch_i386, rmc_arch_aarch64;
+
+/* ---- the drop-in algorithm (mcount.c) ---- */
+int rmc_process_file(const struct rmc_opts *opts, const char *path);
+
+#endif
