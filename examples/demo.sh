@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The `make demo` walk-through, one echoed command at a time:
+#   1. build examples/calc.c with the ftpad GCC plugin and link it with libftpad;
+#   2. show one padded function entry: the 8-byte ops slot and the 5-byte NOP;
+#   3. run calc under `ftpad record`, tracing the parser and the evaluator.
+#
+#   examples/demo.sh BUILD_DIR [OUT_DIR]
+#
+# BUILD_DIR is the CMake build tree that `make` fills.  The demo's own files
+# go to OUT_DIR, by default BUILD_DIR/examples.  Exits non-zero if any step
+# fails, or if the trace's summary line shows that no call was seen.
+set -euo pipefail
+
+die() {
+  echo "demo: error: $*" >&2
+  exit 1
+}
+
+# Print a command the way `set -x` does, quoting only where the shell would
+# need it, then run it.  The echo goes to fd 3, the demo's stdout, so that it
+# stays visible when the command's output is piped.
+exec 3>&1
+run() {
+  local arg line="+"
+  for arg in "$@"; do
+    if [[ $arg =~ ^[A-Za-z0-9_./=,:+@%-]+$ ]]; then
+      line+=" $arg"
+    else
+      line+=" '${arg//\'/\'\\\'\'}'"
+    fi
+  done
+  printf '%s\n' "$line" >&3
+  "$@"
+}
+
+step() {
+  printf '\n== %s\n' "$*"
+}
+
+if (($# < 1 || $# > 2)); then
+  echo "usage: $0 BUILD_DIR [OUT_DIR]" >&2
+  exit 2
+fi
+build=$(cd "$1" 2>/dev/null && pwd) || die "$1: no such build directory; run \`make\` first"
+out=${2:-$build/examples}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+
+plugin=$build/gcc-plugin/ftpad.so
+ftpad=$build/bin/ftpad
+for f in "$plugin" "$build/runtime/libftpad.so" "$ftpad"; do
+  [[ -e $f ]] || die "$f is missing: run \`make\` first"
+done
+for tool in gcc nm objdump; do
+  command -v "$tool" >/dev/null || die "$tool is not installed: scripts/install-deps.sh installs it"
+done
+
+step "1. Build calc with the ftpad plugin, and link it with libftpad"
+run gcc -O2 -g -fplugin="$plugin" -c examples/calc.c -o "$out/calc.o"
+run gcc -o "$out/calc" "$out/calc.o" -L"$build/runtime" -lftpad -Wl,-rpath,"$build/runtime" -lm
+
+step "2. A padded entry: parse_expr's ops slot and site"
+fn=parse_expr
+read -r entry size < <(nm -S "$out/calc" | awk -v fn="$fn" '$4 == fn { print $1, $2; exit }') ||
+  die "$out/calc has no symbol $fn"
+echo "The 8 bytes before $fn are its ops slot (objdump names them after the"
+echo "symbol before it); $fn's first instruction, the 5-byte NOP, is the site"
+echo "that ftpad patches into a call when $fn is traced."
+# awk, not head, so that objdump never dies of SIGPIPE under pipefail.
+run objdump -d --no-show-raw-insn \
+  --start-address="$(printf '%#x' $((0x$entry - 8)))" \
+  --stop-address="$(printf '%#x' $((0x$entry + 0x$size)))" "$out/calc" |
+  sed -e '1,/^Disassembly/d' -e '/^$/d' | awk 'NR <= 6'
+
+step "3. Trace the parser and the evaluator of one run"
+trace=$out/trace.txt
+rm -f "$trace"
+run "$ftpad" record --filter 'parse_*,eval*' -o "$trace" -- \
+  "$out/calc" 'let x = 3' 'x * (2 + 4) - sqrt(16)'
+[[ -s $trace ]] || die "ftpad record wrote no trace to $trace"
+run cat "$trace"
+
+summary=$(tail -n 1 "$trace")
+re='^ftpad: ([0-9]+) sites found, ([0-9]+) sites enabled, ([0-9]+) calls seen$'
+[[ $summary =~ $re ]] || die "the trace does not end with ftpad's summary line"
+((BASH_REMATCH[3] > 0)) || die "ftpad saw no calls: the filter matched nothing, or no site was patched"
