@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: MIT
+import shutil
+
+import pytest
+
+import ftpadtest
+
+
+@pytest.fixture(scope="session")
+def plugin():
+    if not ftpadtest.PLUGIN.exists():
+        pytest.fail(f"{ftpadtest.PLUGIN} is missing: run `make` first")
+    return ftpadtest.PLUGIN
+
+
+@pytest.fixture(scope="session")
+def libftpad():
+    for p in (ftpadtest.LIBFTPAD_SO, ftpadtest.LIBFTPAD_A):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: run `make` first")
+    return ftpadtest.LIBFTPAD_SO
+
+
+def require_tool(name):
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: scripts/install-deps.sh installs it")
+    return path

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/* The IPA-RA hazard: caller() keeps many values live across a call to a
+ * small traced leaf.  With IPA-RA on, GCC sees that leaf() leaves r11 and
+ * xmm8-xmm15 alone and keeps values there; an enabled site then runs a
+ * callback that clobbers every call-clobbered register, and the caller's
+ * result goes wrong.  Exit 0 and "OK" when the result stays right. */
+#include <ftpad.h>
+#include <stdio.h>
+
+volatile int sink;
+
+__attribute__((noinline)) int leaf(int x)
+{
+	sink = x;
+	return x + 1;
+}
+
+__attribute__((noinline)) long caller(long a, long b, long c, double d, double e)
+{
+	long v0 = a * b, v1 = b * c, v2 = a * c, v3 = a * a, v4 = b * b, v5 = c * c;
+	long v6 = a * b * c, v7 = (a + 1) * (b + 2), v8 = (b + 3) * (c + 4), v9 = (a + 5) * (c + 6);
+	double d0 = d * e, d1 = d * d, d2 = e * e, d3 = d * 3.5, d4 = e * 4.5, d5 = d * e * 5.5;
+	double d6 = (d + 1) * (e + 2), d7 = (d + 3) * (e + 4), d8 = (d + 5) * (e + 6);
+	double d9 = (d + 7) * (e + 8);
+	int r = leaf((int)a);
+	return v0 + v1 + v2 + v3 + v4 + v5 + v6 + v7 + v8 + v9 + r +
+	       (long)(d0 + d1 + d2 + d3 + d4 + d5 + d6 + d7 + d8 + d9);
+}
+
+static volatile unsigned long calls;
+
+/* Writes garbage into every call-clobbered register of the SysV ABI. */
+__attribute__((no_instrument_function)) static void clobber_all(unsigned long ip,
+	unsigned long parent_ip, struct ftpad_ops *ops, struct ftpad_regs *regs)
+{
+	(void)ip, (void)parent_ip, (void)ops, (void)regs;
+	__asm__ volatile(
+		"movabs $0x5a5a5a5a5a5a5a5a, %%rax\n\t"
+		"mov %%rax, %%rcx\n\tmov %%rax, %%rdx\n\tmov %%rax, %%rsi\n\t"
+		"mov %%rax, %%rdi\n\tmov %%rax, %%r8\n\tmov %%rax, %%r9\n\t"
+		"mov %%rax, %%r10\n\tmov %%rax, %%r11\n\t"
+		"movq %%rax, %%xmm0\n\tpunpcklqdq %%xmm0, %%xmm0\n\t"
+		"movdqa %%xmm0, %%xmm1\n\tmovdqa %%xmm0, %%xmm2\n\tmovdqa %%xmm0, %%xmm3\n\t"
+		"movdqa %%xmm0, %%xmm4\n\tmovdqa %%xmm0, %%xmm5\n\tmovdqa %%xmm0, %%xmm6\n\t"
+		"movdqa %%xmm0, %%xmm7\n\tmovdqa %%xmm0, %%xmm8\n\tmovdqa %%xmm0, %%xmm9\n\t"
+		"movdqa %%xmm0, %%xmm10\n\tmovdqa %%xmm0, %%xmm11\n\tmovdqa %%xmm0, %%xmm12\n\t"
+		"movdqa %%xmm0, %%xmm13\n\tmovdqa %%xmm0, %%xmm14\n\tmovdqa %%xmm0, %%xmm15\n\t"
+		::: "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11",
+		    "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
+		    "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+		    "cc", "memory");
+	calls++;
+}
+
+static struct ftpad_ops ops = { .func = clobber_all };
+
+/* Volatile, so that no constant reaches caller(): with LTO it would
+ * otherwise become a constprop clone with nothing left to keep live. */
+static volatile long in_long[3] = { 3, 5, 7 };
+static volatile double in_double[2] = { 1.25, 2.5 };
+
+static long call_caller(void)
+{
+	return caller(in_long[0], in_long[1], in_long[2], in_double[0], in_double[1]);
+}
+
+int main(void)
+{
+	long expected = call_caller();
+	int err = ftpad_set_filter(&ops, "leaf,_Z4leafi", 1); /* C, C++ */
+	if (!err)
+		err = ftpad_register_ops(&ops);
+	if (err) {
+		fprintf(stderr, "ipa_ra: %s\n", ftpad_strerror(err));
+		return 2;
+	}
+	long got = call_caller();
+	ftpad_unregister_ops(&ops);
+	printf("%s expected=%ld got=%ld calls=%lu\n", got == expected ? "OK" : "MISMATCH",
+	       expected, got, calls);
+	return got == expected && calls == 1 ? 0 : 1;
+}

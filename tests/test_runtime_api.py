@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: MIT
+"""The parts of the libftpad API a callback uses beyond reading arguments:
+notrace lists, changing arguments, the entry stack pointer, redirecting a
+function with FTPAD_OPS_FL_IPMODIFY (live patching) and its one-per-function
+rule, and the calls refused from inside a callback.  tests/runtime/api.c is
+compiled with the GCC plugin and prints what it saw."""
+import errno
+import pathlib
+import re
+
+from ftpadtest import BUILD, INCLUDE, run
+
+SRC = pathlib.Path(__file__).parent / "runtime"
+LIBDIR = BUILD / "runtime"
+
+
+def test_api_from_callbacks(plugin, libftpad, tmp_path):
+    exe = tmp_path / "api"
+    run(["gcc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={plugin}",
+         f"-I{INCLUDE}", SRC / "api.c", f"-L{LIBDIR}", "-lftpad", f"-Wl,-rpath,{LIBDIR}",
+         "-o", exe])
+    p = run([exe])
+    assert p.stdout.splitlines() == [
+        # g is on the notrace list; then f joins it, so the second f and g
+        # calls are seen by nobody.
+        "notrace: f h ",
+        # f(10, 3) runs as f(10, 1); h's 7th argument, on the stack, is 1000.
+        "set_argument: f(10, 3)=9 h(1..7)=1021",
+        "restored: f(10, 3)=7 h(1..7)=28",
+        # f redirected to g, which runs (and is traced) as if called directly.
+        "redirected: f(6, 7)=42 set_ip=0 seen=g ",
+        f"second ipmodify: {-errno.EBUSY}",
+        f"refilter onto f: {-errno.EBUSY}",
+        "restored: f(6, 7)=-1",
+        f"without IPMODIFY: f(6, 7)=-1 set_ip={-errno.EPERM}",
+        f"unknown flag: {-errno.EINVAL}",
+        f"from a callback: {-errno.EDEADLK}",
+        # The callback calls f, which it traces: guarded, it sees 2, not 100.
+        "recursion: 2 callbacks for 2 calls",
+    ]
+    assert p.stderr.count("f: already redirected by another IPMODIFY ops") == 2
+
+
+def test_runtime_doc_example_builds_and_runs(plugin, libftpad, tmp_path):
+    """docs/runtime.md's complete example, compiled with -Wall -Werror and
+    run: every call in it must exist and succeed (it exits 1 otherwise)."""
+    doc = (pathlib.Path(__file__).parent.parent / "docs" / "runtime.md").read_text()
+    api = doc[doc.index("## The API"):]
+    (tmp_path / "example.c").write_text(re.search(r"```c\n(.*?)```", api, re.S).group(1))
+    (tmp_path / "hashes.c").write_text(
+        "unsigned long old_hash(const char *s) { return (unsigned long)*s; }\n"
+        "unsigned long new_hash(const char *s) { return 2ul * (unsigned long)*s; }\n")
+    exe = tmp_path / "example"
+    run(["gcc", "-O2", "-Wall", "-Werror", "-Wno-unused-parameter", f"-fplugin={plugin}",
+         f"-I{INCLUDE}", tmp_path / "example.c", tmp_path / "hashes.c", f"-L{LIBDIR}",
+         "-lftpad", f"-Wl,-rpath,{LIBDIR}", "-o", exe])
+    assert run([exe]).stdout == "0 parse calls\n"
