@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Build bench.c once per kind of function-entry instrumentation, run every
+build in the same session, interleaved, and print each one's cost per call
+as a ratio against the plain call.  No thresholds: this machine is shared
+and noisy, so only ratios measured side by side mean anything.
+
+    bench/run.py [--build DIR] [--calls N] [--rounds R] [--no-callgrind]
+
+Times are the fastest of R rounds (each the best of 3 loops of N calls)
+per build, rounds interleaved in shuffled order.  Instructions per call
+come from callgrind: (Ir(2M calls) - Ir(1M calls)) / 1M, the whole loop
+iteration included, so they are exact and comparable across builds.
+"""
+import argparse
+import os
+import pathlib
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def variants(build):
+    """(name, compiler, compile flags, link flags, with the empty hooks)."""
+    plugin = build / "gcc-plugin" / "ftpad.so"
+    libdir = build / "runtime"
+    inc = ROOT / "runtime" / "include"
+    ftpad_link = [f"-L{libdir}", "-lftpad", f"-Wl,-rpath,{libdir}"]
+    v = [
+        ("plain call", "gcc", [], [], False),
+        ("gcc -fpatchable-function-entry=5", "gcc", ["-fpatchable-function-entry=5"], [], False),
+        # Compiled with -pg, linked without: NOPs at entry, no gprof timer.
+        ("gcc -mfentry -mnop-mcount (no-pie)", "gcc",
+         ["-fno-pie", "-pg", "-mfentry", "-mnop-mcount"], ["-no-pie"], False),
+        ("ftpad site disabled", "gcc", [f"-fplugin={plugin}", f"-I{inc}"], ftpad_link, False),
+        ("ftpad enabled, empty callback", "gcc",
+         [f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD_ENABLE"], ftpad_link, False),
+        ("gcc -finstrument-functions, empty hooks", "gcc", ["-finstrument-functions"], [], True),
+    ]
+    if shutil.which("clang-14"):
+        xray = ["-fxray-instrument", "-fxray-instruction-threshold=1"]
+        v += [("clang-14 XRay, unpatched", "clang-14", xray, ["-fxray-instrument"], False),
+              ("clang-14 XRay, patched, empty handler", "clang-14", [*xray, "-DXRAY_PATCH"],
+               ["-fxray-instrument"], False)]
+    return v
+
+
+def build_all(build, out):
+    built = []
+    for i, (name, cc, cflags, ldflags, hooks) in enumerate(variants(build)):
+        exe, obj = out / f"b{i}", out / f"b{i}.o"
+        objs = [obj]
+        cmds = [[cc, "-O2", *cflags, "-c", HERE / "bench.c", "-o", obj]]
+        # The hooks are built apart: -finstrument-functions must not reach them.
+        if hooks:
+            objs.append(out / "hooks.o")
+            cmds.append(["gcc", "-O2", "-c", HERE / "hooks.c", "-o", out / "hooks.o"])
+        cmds.append([cc, *objs, *ldflags, "-o", exe])
+        for cmd in cmds:
+            p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+            if p.returncode:
+                print(f"bench: skipped {name}: {p.stderr.strip()}", file=sys.stderr)
+                break
+        else:
+            built.append((name, exe))
+    return built
+
+
+def time_once(exe, calls):
+    env = {**os.environ, "XRAY_OPTIONS": "patch_premain=false"}
+    p = subprocess.run([str(exe), str(calls), "3"], capture_output=True, text=True, env=env,
+                       check=True)
+    return float(re.search(r"ns_per_call=([\d.]+)", p.stdout).group(1))
+
+
+def callgrind_ir(exe, calls, tmp):
+    out = tmp / "cg.out"
+    env = {**os.environ, "XRAY_OPTIONS": "patch_premain=false"}
+    subprocess.run(["valgrind", "--tool=callgrind", "--smc-check=all",
+                    f"--callgrind-out-file={out}", str(exe), str(calls), "1"],
+                   capture_output=True, check=True, env=env)
+    m = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
+    return int(m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.environ.get("FTPAD_BUILD", ROOT / "build"))
+    ap.add_argument("--calls", type=int, default=20_000_000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--no-callgrind", action="store_true")
+    args = ap.parse_args()
+    build = pathlib.Path(args.build).resolve()
+    if not (build / "gcc-plugin" / "ftpad.so").exists():
+        sys.exit(f"bench/run.py: {build}: no gcc-plugin/ftpad.so; build first or pass --build")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        built = build_all(build, tmp)
+        times = {name: [] for name, _ in built}
+        for _ in range(args.rounds):
+            order = list(built)
+            random.shuffle(order)
+            for name, exe in order:
+                times[name].append(time_once(exe, args.calls))
+        irs = {}
+        if not args.no_callgrind and shutil.which("valgrind"):
+            for name, exe in built:
+                irs[name] = (callgrind_ir(exe, 2_000_000, tmp) -
+                             callgrind_ir(exe, 1_000_000, tmp)) / 1_000_000
+    floor = min(times["plain call"])
+    floor_ir = irs.get("plain call")
+    print(f"{'variant':42} {'ns/call min':>11} {'median':>7} {'x plain':>7} "
+          f"{'added ns':>8} {'Ir/call':>8} {'added Ir':>8}")
+    for name, _ in built:
+        t = min(times[name])
+        ir = irs.get(name)
+        ir_cols = f"{ir:8.1f} {ir - floor_ir:+8.1f}" if ir is not None else f"{'-':>8} {'-':>8}"
+        print(f"{name:42} {t:11.2f} {statistics.median(times[name]):7.2f} {t / floor:7.2f} "
+              f"{t - floor:+8.2f} {ir_cols}")
+
+
+if __name__ == "__main__":
+    main()
