@@ -80,11 +80,14 @@ void disable_ipa_ra(void)
 }
 
 // Everything but an __mcount_loc record at GCC's own alignment and padding
-// needs our hook before the entry: an ops slot, our alignment, or a record
-// that points at labels there.
+// needs our hook before the entry: an ops slot, our alignment, a record
+// that points at labels there, or this function's own before-NOPs (its
+// ftpad attribute or policy rule, where x86's kernel layout otherwise
+// leaves the NOPs before the entry to GCC's CALL_PADDING).
 bool needs_pre_entry_hook(void)
 {
-	return options.record != FTPAD_RECORD_MCOUNT || options.ops || target().own_alignment;
+	return options.record != FTPAD_RECORD_MCOUNT || options.ops || target().own_alignment ||
+	       current.before;
 }
 
 // Apply the policy to FN and note the decision in `current`; true when FN
@@ -501,6 +504,7 @@ struct plugin_info info = {
 	"  -fplugin-arg-ftpad-include=GLOBS, exclude=GLOBS  function names to pad, not to pad\n"
 	"  -fplugin-arg-ftpad-exclude-section=GLOBS  sections whose functions get no pad\n"
 	"  -fplugin-arg-ftpad-min-insns=N  no pad for loop-free functions under N insns\n"
+	"  -fplugin-arg-ftpad-policy=FILE  per-name rules: pad GLOB [before=N] [after=N], exclude GLOB\n"
 	"  -fplugin-arg-ftpad-report=FILE  append one JSON line per function\n"
 	"  __attribute__((ftpad(before, after))) sets one function's layout.\n"
 	"See docs/gcc-plugin.md.",
