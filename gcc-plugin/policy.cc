@@ -244,8 +244,9 @@ bool read_policy_file(const char *key, const char *path)
 		return false;
 	}
 	bool ok = true;
-	char line[1024];
-	for (unsigned lineno = 1; fgets(line, sizeof line, f); lineno++) {
+	char *line = NULL; // getline: a line of any length is one line
+	size_t size = 0;
+	for (unsigned lineno = 1; getline(&line, &size, f) >= 0; lineno++) {
 		std::vector<std::string> words;
 		char *hash = strchr(line, '#');
 		if (hash)
@@ -264,6 +265,7 @@ bool read_policy_file(const char *key, const char *path)
 		}
 		policy.rules.push_back(rule);
 	}
+	free(line);
 	fclose(f);
 	return ok;
 }
