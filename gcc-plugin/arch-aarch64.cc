@@ -105,10 +105,14 @@ unsigned ftpad_arch_entry_align(unsigned landing_pad_flag)
 
 // NOPs as instructions, not data: .fill would add $d mapping symbols, so
 // disassemblers would show .word and the object would differ from GCC's
-// own -fpatchable-function-entry output.
+// own -fpatchable-function-entry output.  One line each, as GCC writes
+// them, so that GCC's own tests can count them in the assembly.
 std::string nops(unsigned count)
 {
-	return count ? "\t.rept " + std::to_string(count) + "\n\tnop\n\t.endr\n" : "";
+	std::string s;
+	for (unsigned i = 0; i < count; i++)
+		s += "\tnop\n";
+	return s;
 }
 
 void ftpad_arch_emit_filler(FILE *f, unsigned bytes)
@@ -131,7 +135,7 @@ std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
 {
 	std::string s;
 	if (needs_own_bti())
-		s += "hint\t34 // bti c, PACIASP is no longer first\n";
+		s += "// PACIASP is no longer first\n\thint\t34 // bti c\n";
 	s += std::string(post_label) + ":\n\t";
 	// The caller's return address, which BL at the site overwrites; the
 	// trampoline gives it back in x30.  Linux writes this MOV at boot.

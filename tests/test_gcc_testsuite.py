@@ -1,21 +1,26 @@
 # SPDX-License-Identifier: MIT
 """GCC's own tests for patchable function entries, taken from Debian's
-gcc-12-source at test time (never copied here) and run with the plugin
-loaded.
+gcc-12-source at test time (never copied here) and run through the plugin.
 
-Where every function of a test carries its own patchable_function_entry
-attribute, the user's attribute wins (docs/gcc-plugin.md), so the test's own
-dg-final checks must still pass: that exercises the plugin's hand-back to
-GCC's hook before and after the label, ENDBR and BTI included.  Where a test
-pads through -fpatchable-function-entry alone, the plugin's layout replaces
-GCC's for the functions it pads: there the test must pass without the plugin
-and, with it, the function must carry an ftpad record and none of GCC's
-NOPs.
-
-GCC's layouts with one or three NOPs cannot be given to the plugin as
-"equal counts": its sites have a fixed size (one 5-byte NOP, or mov x9, x30
-plus a NOP).  Byte equality with GCC where the layouts coincide is
-tests/test_gcc_plugin_kernel.py."""
+Through the plugin, with equal counts: every patchable_function_entry
+attribute of a test becomes an ftpad attribute and -fpatchable-function-entry
+becomes before=/after= arguments, so that the plugin makes every pad.
+ - Where the plugin can give the very same counts (aarch64's kernel layout,
+   whose pad after the entry is at least two NOPs), the test's own dg-final
+   checks must pass unchanged, and the object must be GCC's byte for byte.
+ - The tests of ENDBR and BTI placement (pr93492-1, pr92424-1) pad one NOP
+   or none after the entry, below the plugin's fixed-size site (one 5-byte
+   NOP on x86_64; mov x9, x30 and a NOP, or two NOPs, on aarch64).  There
+   GCC's NOPs after the entry are replaced by the plugin's site, and every
+   function body must otherwise be what the test requires: the landing pad
+   first, per-function target and cf_check attributes honoured.
+With the plugin loaded and the tests unchanged:
+ - Where every function carries its own patchable_function_entry attribute,
+   the user's attribute wins (docs/gcc-plugin.md), so the test's dg-final
+   checks must still pass: the plugin hands such functions back to GCC's
+   hook before and after the label, ENDBR and BTI included.
+ - Where a test pads through -fpatchable-function-entry alone, the plugin's
+   layout replaces GCC's for the functions it pads."""
 import pathlib
 import re
 import shlex
@@ -23,7 +28,10 @@ import subprocess
 
 import pytest
 
-from ftpadtest import A64_PLUGIN, PLUGIN, run
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
+
+from ftpadtest import A64_PLUGIN, PLUGIN, plugin_flags, run
 
 TARBALL = pathlib.Path("/usr/src/gcc-12/gcc-12.2.0-dfsg.tar.xz")
 CACHE = pathlib.Path("/var/cache/ftpad/gcc-12.2.0-testsuite")
@@ -175,3 +183,154 @@ def test_conflicting_options(tmp_path, plugin, testsuite, name, message):
     p = run(["gcc", *dg_options(path.read_text()), f"-fplugin={PLUGIN}", "-S", path,
              "-o", tmp_path / "x.s"], check=False)
     assert p.returncode != 0 and message in p.stderr, p.stderr
+
+
+# -- Through the plugin, with equal counts ----------------------------------
+
+PFE_ATTRIBUTE = re.compile(r"patchable_function_entry\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+PFE_OPTION = re.compile(r"-fpatchable-function-entry=(\d+)(?:,(\d+))?")
+MIN_AFTER = {"gcc": 5, "aarch64-linux-gnu-gcc-12": 2}
+
+
+def through_plugin(source, options, min_after):
+    """The test with the plugin making every pad: attributes become ftpad
+    attributes, the option becomes before=/after= arguments.  GCC's
+    (total, before the entry) is the plugin's (before, total - before),
+    raised to the plugin's minimum after.  Returns the new source, options
+    and plugin arguments, and {function: GCC's count after the entry}."""
+    def counts(m):
+        total, entry = int(m.group(1)), int(m.group(2) or 0)
+        return entry, total - entry
+
+    gcc_after = {}
+
+    def attribute(m):
+        before, after = counts(m)
+        name = re.search(r"^\s*(\w+)\s*\(", source[m.end():], re.M).group(1)
+        gcc_after[name] = after
+        return f"ftpad ({before}, {max(after, min_after)})"
+
+    new_source = PFE_ATTRIBUTE.sub(attribute, source)
+    args, new_options = {}, []
+    for option in options:
+        m = PFE_OPTION.fullmatch(option)
+        if m:
+            before, after = counts(m)
+            args = dict(before=before, after=max(after, min_after))
+        else:
+            new_options.append(option)
+    return new_source, new_options, args, gcc_after
+
+
+def compile_through_plugin(tmp_path, path, target, abi, extra_args=None):
+    cc, plugin_path = target
+    source = path.read_text()
+    new_source, options, args, gcc_after = through_plugin(source, dg_options(source),
+                                                          MIN_AFTER[cc])
+    assert "patchable_function_entry" not in new_source
+    src = tmp_path / ("plugin-" + path.name)
+    src.write_text(new_source)
+    asm, obj = src.with_suffix(".s"), src.with_suffix(".o")
+    flags = [*options, *plugin_flags(plugin_path, abi=abi, **args, **(extra_args or {}))]
+    run([cc, *flags, "-S", src, "-o", asm])
+    run([cc, *flags, "-c", src, "-o", obj])
+    return asm.read_text(), obj, gcc_after
+
+
+def code(obj):
+    with open(obj, "rb") as f:
+        return [(s.name, s.data()) for s in ELFFile(f).iter_sections()
+                if s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR]
+
+
+def patchable_records(obj):
+    """Offsets GCC's __patchable_function_entries holds, by target section."""
+    with open(obj, "rb") as f:
+        elf = ELFFile(f)
+        symtab = elf.get_section_by_name(".symtab")
+        return sorted((elf.get_section(symtab.get_symbol(r["r_info_sym"])["st_shndx"]).name,
+                       symtab.get_symbol(r["r_info_sym"])["st_value"] + r["r_addend"])
+                      for sec in elf.iter_sections()
+                      if sec.name == ".rela__patchable_function_entries"
+                      for r in sec.iter_relocations())
+
+
+@pytest.mark.parametrize("name", ["c-c++-common/patchable_function_entry-default.c",
+                                  "c-c++-common/patchable_function_entry-decl.c"])
+def test_equal_counts_through_the_plugin(tmp_path, plugin, testsuite, name):
+    """aarch64, kernel ABI without the ops literal: -fpatchable-function-entry
+    =3,1 is before=1 after=2, patchable_function_entry(2) is ftpad(0, 2).
+    The test's own checks pass on the plugin's assembly, and the object is
+    GCC's, code and records."""
+    path = testsuite / name
+    source = path.read_text()
+    asm, obj, gcc_after = compile_through_plugin(tmp_path, path, A64, "kernel", {"ops": 0})
+    assert all(after >= 2 for after in gcc_after.values()), "not an equal-count test"
+    check_dg_final(source, asm)
+    native = tmp_path / "native.o"
+    run([A64[0], *dg_options(source), "-c", path, "-o", native])
+    assert code(obj) == code(native)
+    assert patchable_records(obj) == patchable_records(native) != []
+
+
+def disassembled_bodies(obj, objdump):
+    """{function: [instruction]} from the object's code, spaces normalised,
+    as check-function-bodies reads a function's instructions."""
+    out = run([objdump, "-d", "--no-show-raw-insn", obj]).stdout
+    bodies, name = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^[0-9a-f]+ <(\S+)>:$", line)
+        if m:
+            name = m.group(1)
+            bodies[name] = []
+        elif name and (m := re.match(r"^\s*[0-9a-f]+:\s+(.*)$", line)):
+            bodies[name].append(" ".join(m.group(1).split("//")[0].split()))
+    return bodies
+
+
+# GCC's spelling in the tests' expected bodies -> objdump's.
+SPELLING = {"hint 34 // bti c": "bti c", "hint 25 // paciasp": "paciasp",
+            "hint 29 // autiasp": "autiasp"}
+LANDING = re.compile(r"endbr|bti c")
+SITE = {("gcc", "user"): ["nopl 0x0\\(%rax,%rax,1\\)"],
+        ("gcc", "kernel"): ["nopl 0x0\\(%rax,%rax,1\\)"],
+        ("aarch64-linux-gnu-gcc-12", "user"): ["mov x9, x30", "nop"],
+        ("aarch64-linux-gnu-gcc-12", "kernel"): ["nop", "nop"]}
+
+
+def with_site(want, gcc_after, site):
+    """GCC's expected body with its AFTER NOPs behind the landing pad
+    replaced by the plugin's site.  Where GCC has no pad behind the entry
+    and lets PACIASP serve as the landing pad, a pad behind it needs a
+    bti c first: GCC's own rule, which its f10_pac and f21_pac show."""
+    want = [SPELLING.get(" ".join(line.split()), " ".join(line.split())) for line in want]
+    landing = 1 if want and LANDING.match(want[0]) else 0
+    rest = want[landing:]
+    assert rest[:gcc_after] == ["nop"] * gcc_after, want
+    head = want[:landing]
+    if not head and rest[gcc_after:gcc_after + 1] == ["paciasp"]:
+        head = ["bti c"]
+    return head + site + rest[gcc_after:]
+
+
+@pytest.mark.parametrize("abi", ["user", "kernel"])
+@pytest.mark.parametrize("name,target", [("gcc.target/i386/pr93492-1.c", X86),
+                                         ("gcc.target/aarch64/pr92424-1.c", A64)],
+                         ids=["pr93492-1", "pr92424-1"])
+def test_landing_pads_through_the_plugin(tmp_path, plugin, testsuite, name, target, abi):
+    """Every function of GCC's ENDBR/BTI placement tests padded by the
+    plugin: the landing pad stays first, the site follows it, and the rest
+    of each body is what the test requires (x86: -mmanual-endbr with
+    cf_check and nocf_check; aarch64: per-function branch protection)."""
+    path = testsuite / name
+    source = path.read_text()
+    _, obj, gcc_after = compile_through_plugin(tmp_path, path, target, abi)
+    objdump = "objdump" if target is X86 else "aarch64-linux-gnu-objdump"
+    got = disassembled_bodies(obj, objdump)
+    expected = expected_bodies(source)
+    assert expected and set(expected) == set(gcc_after)
+    for function, want in expected.items():
+        want = with_site(want, gcc_after[function], SITE[target[0], abi])
+        body = got[function][:len(want)]
+        assert len(body) == len(want) and all(
+            re.fullmatch(w, g) for w, g in zip(want, body)), f"{function}: {body} != {want}"
