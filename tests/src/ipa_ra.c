@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The IPA-RA hazard: caller() keeps many values live across a call to a
- * small traced leaf.  With IPA-RA on, GCC sees that leaf() leaves r11 and
- * xmm8-xmm15 alone and keeps values there; an enabled site then runs a
- * callback that clobbers every call-clobbered register, and the caller's
- * result goes wrong.  Exit 0 and "OK" when the result stays right. */
+ * small traced leaf.  With IPA-RA on, GCC sees that leaf() leaves some
+ * call-clobbered registers alone (r11 and xmm8-xmm15 on x86_64, most of
+ * x1-x17 and the vector registers on aarch64) and keeps values there; an
+ * enabled site then runs a callback that clobbers every call-clobbered
+ * register, and the caller's result goes wrong.  Exit 0 and "OK" when the
+ * result stays right.  The same source for x86_64 and aarch64, C and C++. */
 #include <ftpad.h>
 #include <stdio.h>
 
@@ -29,11 +31,32 @@ __attribute__((noinline)) long caller(long a, long b, long c, double d, double e
 
 static volatile unsigned long calls;
 
-/* Writes garbage into every call-clobbered register of the SysV ABI. */
+/* Writes garbage into every call-clobbered register of the SysV ABI or of
+ * the AAPCS64. */
 __attribute__((no_instrument_function)) static void clobber_all(unsigned long ip,
 	unsigned long parent_ip, struct ftpad_ops *ops, struct ftpad_regs *regs)
 {
 	(void)ip, (void)parent_ip, (void)ops, (void)regs;
+#ifdef __aarch64__
+	__asm__ volatile(
+		"mov x0, #0x5a5a\n\tmov x1, x0\n\tmov x2, x0\n\tmov x3, x0\n\tmov x4, x0\n\t"
+		"mov x5, x0\n\tmov x6, x0\n\tmov x7, x0\n\tmov x8, x0\n\tmov x9, x0\n\t"
+		"mov x10, x0\n\tmov x11, x0\n\tmov x12, x0\n\tmov x13, x0\n\tmov x14, x0\n\t"
+		"mov x15, x0\n\tmov x16, x0\n\tmov x17, x0\n\t"
+		"dup v0.2d, x0\n\tmov v1.16b, v0.16b\n\tmov v2.16b, v0.16b\n\t"
+		"mov v3.16b, v0.16b\n\tmov v4.16b, v0.16b\n\tmov v5.16b, v0.16b\n\t"
+		"mov v6.16b, v0.16b\n\tmov v7.16b, v0.16b\n\tmov v16.16b, v0.16b\n\t"
+		"mov v17.16b, v0.16b\n\tmov v18.16b, v0.16b\n\tmov v19.16b, v0.16b\n\t"
+		"mov v20.16b, v0.16b\n\tmov v21.16b, v0.16b\n\tmov v22.16b, v0.16b\n\t"
+		"mov v23.16b, v0.16b\n\tmov v24.16b, v0.16b\n\tmov v25.16b, v0.16b\n\t"
+		"mov v26.16b, v0.16b\n\tmov v27.16b, v0.16b\n\tmov v28.16b, v0.16b\n\t"
+		"mov v29.16b, v0.16b\n\tmov v30.16b, v0.16b\n\tmov v31.16b, v0.16b"
+		::: "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11",
+		    "x12", "x13", "x14", "x15", "x16", "x17",
+		    "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19",
+		    "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30",
+		    "v31", "cc", "memory");
+#else
 	__asm__ volatile(
 		"movabs $0x5a5a5a5a5a5a5a5a, %%rax\n\t"
 		"mov %%rax, %%rcx\n\tmov %%rax, %%rdx\n\tmov %%rax, %%rsi\n\t"
@@ -49,6 +72,7 @@ __attribute__((no_instrument_function)) static void clobber_all(unsigned long ip
 		    "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
 		    "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
 		    "cc", "memory");
+#endif
 	calls++;
 }
 
