@@ -3,10 +3,12 @@
 exclude globs, exclude-section, min-insns and the JSON report, checked on
 real compiles through the records, the bytes and the report."""
 import json
+import pathlib
+import re
 
 import pytest
 
-from ftpadtest import PLUGIN, Image, plugin_flags, run
+from ftpadtest import A64_PLUGIN, PLUGIN, Image, plugin_flags, run
 from test_gcc_plugin_x86_64 import check_site
 
 CF = [[], ["-fcf-protection"]]
@@ -84,15 +86,17 @@ def test_attribute_in_cxx(tmp_path, plugin):
         check_site(image, sites["main"], 0, 5)
 
 
-@pytest.mark.parametrize("compiler", ["gcc", "g++"])
+@pytest.mark.parametrize("compiler", ["gcc", "g++", "aarch64-linux-gnu-gcc-12",
+                                      "aarch64-linux-gnu-g++-12"])
 @pytest.mark.parametrize("with_plugin", [True, False])
 def test_has_attribute(tmp_path, compiler, with_plugin, plugin):
+    cxx = compiler.endswith("g++") or compiler.endswith("g++-12")
     src = tmp_path / "h.c"
-    src.write_text("_Static_assert(__has_attribute(ftpad) == EXPECT, \"\");\n"
-                   if compiler == "gcc" else
-                   "static_assert(__has_attribute(ftpad) == EXPECT, \"\");\n")
-    flags = plugin_flags() if with_plugin else []
-    lang = ["-x", "c++"] if compiler == "g++" else []
+    src.write_text("static_assert(__has_attribute(ftpad) == EXPECT, \"\");\n" if cxx else
+                   "_Static_assert(__has_attribute(ftpad) == EXPECT, \"\");\n")
+    plugin_path = A64_PLUGIN if compiler.startswith("aarch64") else PLUGIN
+    flags = plugin_flags(plugin_path) if with_plugin else []
+    lang = ["-x", "c++"] if cxx else []
     run([compiler, *lang, *flags, f"-DEXPECT={int(with_plugin)}", "-c", src,
          "-o", tmp_path / "h.o"])
 
@@ -248,7 +252,10 @@ def test_report_appends_across_units(tmp_path, plugin):
     ("exclude-section=.init.text,", "-fplugin-arg-ftpad-exclude-section=.init.text,"),
     ("report=", "-fplugin-arg-ftpad-report"),
     ("report=/nonexistent/dir/r.json", "-fplugin-arg-ftpad-report=/nonexistent/dir/r.json"),
-    ("excludes=a", "unknown argument"),
+    ("min-insns=65536", "-fplugin-arg-ftpad-min-insns=65536: expected an integer from 0 to 65535"),
+    ("policy", "-fplugin-arg-ftpad-policy: expected a file name"),
+    ("policy=", "-fplugin-arg-ftpad-policy: expected a file name"),
+    ("excludes=a", "unknown argument -fplugin-arg-ftpad-excludes"),
 ])
 def test_bad_arguments(tmp_path, plugin, arg, reason):
     src = tmp_path / "x.c"
@@ -273,3 +280,37 @@ def test_report_predicts_min_insns(tmp_path, plugin):
     skipped = {n for n, r in after.items() if r["reason"].endswith("< min-insns 6, no loop")}
     assert predicted and predicted == skipped
     assert before["loop"]["loop"] is True and before["tiny"]["loop"] is False
+
+
+def test_report_with_lto_comes_from_the_link(tmp_path, plugin):
+    """With -flto the RTL passes, and so the decisions, run in lto1: the
+    compile step reports nothing, the link step one line per function."""
+    src = tmp_path / "prog.c"
+    src.write_text(SOURCE)
+    obj, exe = tmp_path / "prog.o", tmp_path / "prog"
+    compile_report, link_report = tmp_path / "compile.jsonl", tmp_path / "link.jsonl"
+    run(["gcc", "-O2", "-flto", *plugin_flags(report=compile_report), "-c", src, "-o", obj])
+    assert compile_report.read_text() == ""
+    run(["gcc", "-O2", "-flto", *plugin_flags(report=link_report, min_insns=12), obj, "-o", exe])
+    rows = read_report(link_report)
+    assert rows["notrace_fn"]["reason"] == "no_instrument_function"
+    assert rows["loop"]["decision"] == "pad"
+    with Image(exe) as image:
+        padded = {s.name for s in image.sites()}
+    assert padded == {n for n, r in rows.items() if r["decision"] == "pad"}
+
+
+def test_every_argument_is_documented():
+    """docs/gcc-plugin.md's table names exactly the arguments the plugin
+    parses, and the plugin's --help text names each of them too."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    code = "".join((root / "gcc-plugin" / f).read_text() for f in ("ftpad.cc", "policy.cc"))
+    parsed = set(re.findall(r'strcmp\(key, "([a-z-]+)"\)', code))
+    table = re.search(r"static const char \*const keys\[\] = \{(.*?)\};", code, re.S)
+    parsed |= set(re.findall(r'"([a-z-]+)"', table.group(1)))
+    docs = (root / "docs" / "gcc-plugin.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z-]+)=", docs, re.M))
+    assert parsed == documented
+    helped = set(re.findall(r"-fplugin-arg-ftpad-([a-z-]+)=", code))
+    helped |= set(re.findall(r", ([a-z-]+)=GLOBS", code))
+    assert parsed - {"unsafe-ipa-ra"} == helped

@@ -59,10 +59,11 @@ def test_gcc_leaves_asm_thunks_bare(tmp_path):
         assert image.read(image.functions()[THUNK][0], 1) != b"\x90"
 
 
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
 @pytest.mark.parametrize("bp", [[], ["-mbranch-protection=standard"]], ids=["plain", "bti"])
-def test_aarch64_thunk(tmp_path, plugin, bp):
+def test_aarch64_thunk(tmp_path, plugin, opt, bp):
     exe = tmp_path / "thunks"
-    run(["aarch64-linux-gnu-g++-12", "-O0", *bp, "-static",
+    run(["aarch64-linux-gnu-g++-12", opt, *bp, "-static",
          *plugin_flags(A64_PLUGIN), SRC, "-o", exe])
     run(["qemu-aarch64", exe])
     site, code = thunk_site(exe)

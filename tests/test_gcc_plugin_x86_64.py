@@ -8,8 +8,10 @@ import pathlib
 import capstone
 import pytest
 
-from ftpadtest import (ENDBR64, FLAG_ENDBR, NOP5, PLUGIN, ARCH_X86_64, Image,
-                       check_records, plugin_flags, run)
+from elftools.elf.elffile import ELFFile
+
+from ftpadtest import (A64_PLUGIN, ENDBR64, FLAG_ENDBR, NOP5, PLUGIN, ARCH_X86_64, Image,
+                       check_records, object_functions, plugin_flags, run)
 
 SRC = pathlib.Path(__file__).parent / "src"
 CACHE_LINE = 64
@@ -84,8 +86,16 @@ def check_program(obj, exe, before=0, after=5, ops=True):
                          starts_with_pad, lambda name: "skip_" not in name)
 
 
-OPT_LEVELS = ["-O0", "-O2", "-Os"]
+OPT_LEVELS = ["-O0", "-O2", "-O3", "-Os"]
 CF = [[], ["-fcf-protection"]]
+
+
+# C++ kinds of function layout.cc defines at -O0, each a COMDAT function
+# that check_program then requires a record for: constructors,
+# destructors (complete, base, deleting), template instances, an inline
+# function and a virtual member.
+CXX_KINDS = {"_ZN5ShapeC2Ei", "_ZN6SquareC2Ei", "_ZN5ShapeD2Ev", "_ZN5ShapeD0Ev",
+             "_Z5twiceIiET_S0_", "_Z5twiceIdET_S0_", "_Z13inlined_twicei", "_ZNK6Square4areaEv"}
 
 
 @pytest.mark.parametrize("source", ["layout.c", "layout.cc"])
@@ -94,6 +104,8 @@ CF = [[], ["-fcf-protection"]]
 def test_default_layout(tmp_path, plugin, source, opt, cf):
     obj, exe = build(tmp_path, SRC / source, [opt, *cf])
     sites = check_program(obj, exe)
+    if source.endswith(".cc") and opt == "-O0":
+        assert CXX_KINDS <= object_functions(obj)
     if cf:
         # Every function whose address can escape gets ENDBR first.
         assert any(s.flags & FLAG_ENDBR for s in sites)
@@ -102,7 +114,13 @@ def test_default_layout(tmp_path, plugin, source, opt, cf):
     run([exe])
 
 
-@pytest.mark.parametrize("before,after,ops", [(0, 5, 0), (3, 7, 1), (9, 16, 0), (16, 5, 1)])
+# Every combination of before (none, odd, a cache line's worth), after (the
+# minimum, one more, many more) and ops: odd counts move the filler and the
+# alignment around.
+COUNTS = [(b, a, o) for b in (0, 3, 16) for a in (5, 6, 16) for o in (0, 1)]
+
+
+@pytest.mark.parametrize("before,after,ops", COUNTS)
 @pytest.mark.parametrize("cf", CF, ids=["plain", "cf-protection"])
 def test_counts(tmp_path, plugin, before, after, ops, cf):
     obj, exe = build(tmp_path, SRC / "layout.c", ["-O2", *cf],
@@ -132,13 +150,64 @@ def test_records_follow_gc_sections(tmp_path, plugin):
         assert sorted(s.name for s in image.sites()) == ["kept", "main"]
 
 
-def test_deterministic(tmp_path, plugin):
+@pytest.mark.parametrize("abi", ["user", "kernel"])
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_deterministic(tmp_path, plugin, arch, abi):
+    """Two compiles of the same source, in different directories, give
+    identical objects: records, names, labels and all."""
+    cxx, plugin_path, landing = {
+        "x86_64": ("g++", PLUGIN, "-fcf-protection"),
+        "aarch64": ("aarch64-linux-gnu-g++-12", A64_PLUGIN, "-mbranch-protection=standard"),
+    }[arch]
     objects = []
     for sub in ("a", "b"):
-        (tmp_path / sub).mkdir()
-        obj, _ = build(tmp_path / sub, SRC / "layout.cc", ["-O2", "-fcf-protection"], link=False)
+        obj = tmp_path / sub / "layout.o"
+        obj.parent.mkdir()
+        run([cxx, "-O2", landing, *plugin_flags(plugin_path, abi=abi, before=3, record="ftpad"),
+             "-c", SRC / "layout.cc", "-o", obj], cwd=obj.parent)
         objects.append(obj.read_bytes())
     assert objects[0] == objects[1]
+    assert b"__ftpad_sites" in objects[0]
+
+
+def landing_pads(obj, functions=None):
+    """Functions of OBJ (or of FUNCTIONS) whose first bytes are ENDBR64."""
+    with open(obj, "rb") as f:
+        elf = ELFFile(f)
+        out = set()
+        for sym in elf.get_section_by_name(".symtab").iter_symbols():
+            if sym["st_info"]["type"] != "STT_FUNC" or sym["st_shndx"] == "SHN_UNDEF":
+                continue
+            if sym.name.endswith(".cold") or (functions and sym.name not in functions):
+                continue
+            data = elf.get_section(sym["st_shndx"]).data()
+            if data[sym["st_value"]:sym["st_value"] + 4] == ENDBR64:
+                out.add(sym.name)
+    return out
+
+
+@pytest.mark.parametrize("source", ["layout.c", "layout.cc"])
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+@pytest.mark.parametrize("cf", ["-fcf-protection", "-fcf-protection=branch"])
+def test_endbr_where_gcc_puts_it(tmp_path, plugin, source, opt, cf):
+    """ENDBR stays exactly where GCC puts it without the plugin: first, in
+    every function whose address may escape, and nowhere else.  A static
+    function that is only called directly has none, and still gets its pad
+    and record, with the site right at the entry."""
+    compiler = "g++" if source.endswith(".cc") else "gcc"
+    native = tmp_path / "native.o"
+    run([compiler, opt, cf, "-c", SRC / source, "-o", native])
+    obj, exe = build(tmp_path, SRC / source, [opt, cf])
+    assert landing_pads(obj) == landing_pads(native)
+    sites = {s.name: s for s in check_program(obj, exe)}
+    assert {n for n, s in sites.items() if s.flags & FLAG_ENDBR} == \
+        landing_pads(obj, set(sites))
+    if source == "layout.c" and opt == "-O2":
+        # static helper(): only called directly, so GCC gives it no ENDBR
+        # (at -O0 it does not look and gives every function one)
+        assert "helper" not in landing_pads(native) and "helper" in sites
+        assert not sites["helper"].flags & FLAG_ENDBR
+        assert sites["helper"].site == sites["helper"].entry
 
 
 @pytest.mark.parametrize("arg,reason", [
@@ -147,7 +216,14 @@ def test_deterministic(tmp_path, plugin):
     ("after=4", "-fplugin-arg-ftpad-after=4"),
     ("ops=2", "-fplugin-arg-ftpad-ops=2"),
     ("before=256", "-fplugin-arg-ftpad-before=256"),
-    ("bogus=1", "unknown argument"),
+    ("after=256", "-fplugin-arg-ftpad-after=256"),
+    ("before=", "-fplugin-arg-ftpad-before="),
+    ("after", "-fplugin-arg-ftpad-after="),
+    ("ops=yes", "-fplugin-arg-ftpad-ops=yes"),
+    ("abi=", "-fplugin-arg-ftpad-abi=: expected user|kernel"),
+    ("record", "-fplugin-arg-ftpad-record=: expected ftpad|mcount|patchable"),
+    ("unsafe-ipa-ra=2", "-fplugin-arg-ftpad-unsafe-ipa-ra=2"),
+    ("bogus=1", "unknown argument -fplugin-arg-ftpad-bogus"),
 ])
 def test_bad_arguments(tmp_path, plugin, arg, reason):
     p = run(["gcc", "-c", SRC / "layout.c", "-o", tmp_path / "x.o", f"-fplugin={PLUGIN}",
@@ -155,3 +231,30 @@ def test_bad_arguments(tmp_path, plugin, arg, reason):
     assert p.returncode != 0
     assert reason in p.stderr.replace("\u2018", "").replace("\u2019", ""), p.stderr
     assert not (tmp_path / "x.o").exists()
+
+
+COLD_SOURCE = """\
+__attribute__((cold, noinline)) int c1(int x) { return x * 7 - 3; }
+__attribute__((cold, noinline)) int c2(int x, int y) { return x / (y | 1); }
+__attribute__((cold, noinline)) long c3(long x) { return x ^ (x >> 3); }
+__attribute__((cold, noinline)) long c4(long x, long y) { return x * y + (x >> 7); }
+int main(int c, char **v) { (void)v; return (c1(c) + c2(c, 3) + (int)c3(c) + (int)c4(c, 5)) & 0; }
+"""
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_cold_functions_stay_aligned(tmp_path, plugin, opt):
+    """GCC packs cold functions into .text.unlikely without aligning them
+    to 8 (the control, without the plugin); every ops slot stays 8-aligned
+    anyway."""
+    src = tmp_path / "cold.c"
+    src.write_text(COLD_SOURCE)
+    native = tmp_path / "native.o"
+    run(["gcc", opt, "-c", src, "-o", native])
+    with open(native, "rb") as f:
+        symtab = ELFFile(f).get_section_by_name(".symtab")
+        assert any(symtab.get_symbol_by_name(n)[0]["st_value"] % 8 for n in ("c2", "c3", "c4"))
+    obj, exe = build(tmp_path, src, [opt])
+    sites = check_program(obj, exe)
+    assert {"c1", "c2", "c3", "c4"} <= {s.name for s in sites}
+    run([exe])
