@@ -35,9 +35,11 @@ struct rmc_obj {
 	GElf_Ehdr ehdr;
 	size_t shnum, shstrndx;
 	GElf_Shdr *shdrs;	/* a cache of every section header, [shnum] */
+	size_t shdrs_cap;	/* room in shdrs: grown by doubling, as sections are added */
 	bool changed;
 	bool elf_magic;		/* the file starts with \177ELF */
 	size_t xndx_symtab, xndx_sec;	/* cache: the SHT_SYMTAB_SHNDX of one symtab */
+	const struct rmc_arch *arch;	/* for its r_info layout, once known */
 	void **owned;		/* buffers handed to libelf, freed at close */
 	size_t nowned;
 };
@@ -152,6 +154,46 @@ static int check_ident(struct rmc_obj *obj, const char *path, int fd)
 	return 0;
 }
 
+#define MAX_ALIGN (1u << 24)	/* 16 MiB: more than any object needs (huge pages are 2 MiB) */
+
+/*
+ * Every section's bytes lie inside the file, and its alignment is sane.  libelf checks that only when
+ * a section's data is read, and elf_update() reads past its own buffers
+ * (found by fuzzing) when one it never read does not.
+ */
+static int check_extents(struct rmc_obj *obj)
+{
+	struct stat st;
+
+	if (fstat(obj->fd, &st) < 0) {
+		rmc_error(obj->path, "cannot stat: %s", strerror(errno));
+		return -1;
+	}
+	/* libelf reports a truncated table as no sections at all. */
+	if ((obj->ehdr.e_shoff || obj->ehdr.e_shnum) &&
+	    (obj->ehdr.e_shoff > (uint64_t)st.st_size || obj->shnum == 0 ||
+	     obj->shnum > ((uint64_t)st.st_size - obj->ehdr.e_shoff) / obj->ehdr.e_shentsize)) {
+		rmc_error(obj->path, "bad section header table: it lies outside the file");
+		return -1;
+	}
+	for (size_t i = 1; i < obj->shnum; i++) {
+		const GElf_Shdr *sh = &obj->shdrs[i];
+
+		if (sh->sh_type != SHT_NOBITS && sh->sh_type != SHT_NULL &&
+		    (sh->sh_offset > (uint64_t)st.st_size || sh->sh_size > (uint64_t)st.st_size - sh->sh_offset)) {
+			rmc_error(obj->path, "bad section header: section %zu lies outside the file", i);
+			return -1;
+		}
+		/* libelf lays the file out again: an absurd alignment would make it gigabytes. */
+		if ((sh->sh_addralign & (sh->sh_addralign - 1)) || sh->sh_addralign > MAX_ALIGN) {
+			rmc_error(obj->path, "bad section header: section %zu has alignment %#llx", i,
+				  (unsigned long long)sh->sh_addralign);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int load_headers(struct rmc_obj *obj)
 {
 	if (elf_kind(obj->elf) != ELF_K_ELF) {
@@ -160,6 +202,13 @@ static int load_headers(struct rmc_obj *obj)
 	}
 	if (!gelf_getehdr(obj->elf, &obj->ehdr)) {
 		elf_fail(obj, "bad ELF header");
+		return -1;
+	}
+	/* As Linux checks; libelf accepts other sizes and then trips its own asserts. */
+	if (obj->ehdr.e_shentsize != gelf_fsize(obj->elf, ELF_T_SHDR, 1, EV_CURRENT) ||
+	    obj->ehdr.e_ehsize != gelf_fsize(obj->elf, ELF_T_EHDR, 1, EV_CURRENT)) {
+		rmc_error(obj->path, "bad ELF header: e_ehsize %u, e_shentsize %u", obj->ehdr.e_ehsize,
+			  obj->ehdr.e_shentsize);
 		return -1;
 	}
 	if (elf_getshdrnum(obj->elf, &obj->shnum) < 0 ||
@@ -173,12 +222,19 @@ static int load_headers(struct rmc_obj *obj)
 		rmc_error(obj->path, "out of memory");
 		return -1;
 	}
+	obj->shdrs_cap = obj->shnum ? obj->shnum : 1;
 	for (size_t i = 1; i < obj->shnum; i++)
 		if (!gelf_getshdr(elf_getscn(obj->elf, i), &obj->shdrs[i])) {
 			elf_fail(obj, "bad section header");
 			return -1;
 		}
-	return 0;
+	if (obj->shnum > 1 && (obj->shstrndx == 0 || obj->shstrndx >= obj->shnum ||
+			       obj->shdrs[obj->shstrndx].sh_type != SHT_STRTAB)) {
+		rmc_error(obj->path, "bad section header table: section %zu is not the names' string table",
+			  obj->shstrndx);
+		return -1;
+	}
+	return check_extents(obj);
 }
 
 struct rmc_obj *rmc_obj_open(const char *path, bool dry_run)
@@ -258,6 +314,12 @@ int rmc_obj_commit(struct rmc_obj *obj)
 			elf_fail(obj, "cannot update a section header");
 			return -1;
 		}
+	/*
+	 * The whole file is written anyway (a copy).  Without ELF_F_DIRTY on the
+	 * Elf, libelf 0.188 may write the section header table from its copy of
+	 * the old one, reading past it when sections were added (found by fuzzing).
+	 */
+	elf_flagelf(obj->elf, ELF_C_SET, ELF_F_DIRTY);
 	if (!gelf_update_ehdr(obj->elf, &obj->ehdr) || elf_update(obj->elf, ELF_C_WRITE) < 0) {
 		elf_fail(obj, "cannot write");
 		return -1;
@@ -283,6 +345,7 @@ const char *rmc_obj_path(const struct rmc_obj *obj) { return obj->path; }
 const GElf_Ehdr *rmc_obj_ehdr(const struct rmc_obj *obj) { return &obj->ehdr; }
 bool rmc_obj_changed(const struct rmc_obj *obj) { return obj->changed; }
 size_t rmc_shnum(const struct rmc_obj *obj) { return obj->shnum; }
+void rmc_obj_set_arch(struct rmc_obj *obj, const struct rmc_arch *arch) { obj->arch = arch; }
 
 const GElf_Shdr *rmc_shdr(const struct rmc_obj *obj, size_t ndx)
 {
@@ -322,6 +385,11 @@ void rmc_mark_bytes(struct rmc_obj *obj, size_t ndx)
 	obj->changed = true;
 }
 
+static bool is_big_endian(const struct rmc_obj *obj)
+{
+	return obj->ehdr.e_ident[EI_DATA] == ELFDATA2MSB;
+}
+
 static bool is_rela(const struct rmc_obj *obj, size_t relndx)
 {
 	return obj->shdrs[relndx].sh_type == SHT_RELA;
@@ -351,21 +419,31 @@ int rmc_reloc(const struct rmc_obj *obj, size_t relndx, size_t i, struct rmc_rel
 		rela.r_info = rel.r_info;
 	}
 	out->offset = rela.r_offset;
-	out->sym = (uint32_t)GELF_R_SYM(rela.r_info);
-	out->type = (uint32_t)GELF_R_TYPE(rela.r_info);
+	if (obj->arch && obj->arch->decode_r_info) {
+		obj->arch->decode_r_info(rela.r_info, is_big_endian(obj), &out->sym, &out->type);
+	} else {
+		out->sym = (uint32_t)GELF_R_SYM(rela.r_info);
+		out->type = (uint32_t)GELF_R_TYPE(rela.r_info);
+	}
 	out->addend = rela.r_addend;
 	return 0;
 }
 
-/* gelf's r_info is always in the 64-bit layout; gelf narrows it for ELF32. */
-static GElf_Xword r_info(uint32_t sym, uint32_t type)
+/*
+ * gelf's r_info is always in the 64-bit layout; gelf narrows it for ELF32.
+ * A backend may have a layout of its own (mips64).
+ */
+static GElf_Xword r_info(const struct rmc_obj *obj, uint32_t sym, uint32_t type)
 {
+	if (obj->arch && obj->arch->encode_r_info)
+		return obj->arch->encode_r_info(sym, type, is_big_endian(obj));
 	return GELF_R_INFO(sym, type);
 }
 
-static int put_reloc(Elf_Data *d, bool rela, size_t i, const struct rmc_reloc *r)
+static int put_reloc(const struct rmc_obj *obj, Elf_Data *d, bool rela, size_t i,
+		     const struct rmc_reloc *r)
 {
-	GElf_Rela ra = { r->offset, r_info(r->sym, r->type), r->addend };
+	GElf_Rela ra = { r->offset, r_info(obj, r->sym, r->type), r->addend };
 	GElf_Rel rl = { r->offset, ra.r_info };
 
 	return (rela ? gelf_update_rela(d, (int)i, &ra) : gelf_update_rel(d, (int)i, &rl)) ? 0 : -1;
@@ -375,7 +453,7 @@ int rmc_set_reloc(struct rmc_obj *obj, size_t relndx, size_t i, const struct rmc
 {
 	Elf_Data *d = section_data(obj, relndx);
 
-	if (!d || put_reloc(d, is_rela(obj, relndx), i, r) < 0) {
+	if (!d || put_reloc(obj, d, is_rela(obj, relndx), i, r) < 0) {
 		elf_fail(obj, "cannot update a relocation");
 		return -1;
 	}
@@ -445,7 +523,8 @@ static void *grow_section(struct rmc_obj *obj, size_t ndx, size_t new_size)
 	buf = own_zalloc(obj, new_size);
 	if (!buf)
 		return NULL;
-	memcpy(buf, d->d_buf, d->d_size < new_size ? d->d_size : new_size);
+	if (d->d_buf)	/* an empty section may have none */
+		memcpy(buf, d->d_buf, d->d_size < new_size ? d->d_size : new_size);
 	d->d_buf = buf;
 	d->d_size = new_size;
 	sh->sh_size = new_size;	/* the same in memory and in the file for bytes */
@@ -472,10 +551,15 @@ static Elf_Data *new_section(struct rmc_obj *obj, const GElf_Shdr *proto, Elf_Ty
 	d->d_version = EV_CURRENT;
 	if (!d->d_buf)
 		return NULL;
-	grown = realloc(obj->shdrs, (obj->shnum + 1) * sizeof(*grown));
-	if (!grown)
-		return NULL;
-	obj->shdrs = grown;
+	if (obj->shnum + 1 > obj->shdrs_cap) {	/* doubling: adding n sections costs O(n) */
+		size_t cap = 2 * (obj->shnum + 1);
+
+		grown = realloc(obj->shdrs, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		obj->shdrs = grown;
+		obj->shdrs_cap = cap;
+	}
 	*ndx = elf_ndxscn(scn);
 	obj->shnum = *ndx + 1;
 	obj->shdrs[*ndx] = *proto;
@@ -521,7 +605,7 @@ int rmc_add_table(struct rmc_obj *obj, const char *name, const uint64_t *words, 
 	if (!d)
 		goto fail;
 	for (size_t i = 0; i < nrel; i++)
-		if (put_reloc(d, rela, i, &rels[i]) < 0)
+		if (put_reloc(obj, d, rela, i, &rels[i]) < 0)
 			goto fail;
 	return 0;
 fail:
@@ -529,76 +613,268 @@ fail:
 	return -1;
 }
 
-/* ---- a new section symbol ---- */
+/* ---- editing for the site modes (ftpad.c): sections, names, symbols, groups ---- */
 
-/* Every relocation against symbol @from now points at @to. */
-static int retarget_relocs(struct rmc_obj *obj, size_t symtab, uint32_t from, uint32_t to)
+#define SHT_LLVM_ADDRSIG_TYPE 0x6fff4c03	/* not in glibc's elf.h */
+
+GElf_Shdr *rmc_shdr_edit(struct rmc_obj *obj, size_t ndx)
 {
-	for (size_t s = 1; s < obj->shnum; s++) {
-		const GElf_Shdr *sh = &obj->shdrs[s];
+	if (ndx == 0 || ndx >= obj->shnum)
+		return NULL;
+	obj->changed = true;	/* rmc_obj_commit() writes every cached header back */
+	return &obj->shdrs[ndx];
+}
 
-		if ((sh->sh_type != SHT_REL && sh->sh_type != SHT_RELA) || sh->sh_link != symtab)
-			continue;
-		for (size_t i = 0, n = rmc_nrelocs(obj, s); i < n; i++) {
-			struct rmc_reloc r;
+void *rmc_resize_section(struct rmc_obj *obj, size_t ndx, size_t new_size)
+{
+	void *buf = ndx > 0 && ndx < obj->shnum ? grow_section(obj, ndx, new_size) : NULL;
 
-			if (rmc_reloc(obj, s, i, &r) < 0)
-				return -1;
-			if (r.sym != from)
-				continue;
-			r.sym = to;
-			if (rmc_set_reloc(obj, s, i, &r) < 0)
-				return -1;
-		}
+	if (!buf)
+		elf_fail(obj, "cannot resize a section");
+	return buf;
+}
+
+int rmc_add_shstrs(struct rmc_obj *obj, const char *const *names, size_t n, uint64_t *offsets)
+{
+	size_t old_size = obj->shdrs[obj->shstrndx].sh_size, size = old_size;
+	char *strs;
+
+	for (size_t i = 0; i < n; i++)
+		size += strlen(names[i]) + 1;
+	strs = grow_section(obj, obj->shstrndx, size);	/* once: the table may be large */
+	if (!strs) {
+		elf_fail(obj, "cannot grow the section name table");
+		return -1;
 	}
-	for (size_t s = 1; s < obj->shnum; s++) {	/* COMDAT signatures */
-		GElf_Shdr *sh = &obj->shdrs[s];
+	for (size_t i = 0, at = old_size; i < n; i++) {
+		size_t len = strlen(names[i]) + 1;
 
-		if (sh->sh_type == SHT_GROUP && sh->sh_link == symtab && sh->sh_info == from)
-			sh->sh_info = to;
+		memcpy(strs + at, names[i], len);
+		offsets[i] = at;
+		at += len;
 	}
 	return 0;
 }
 
-size_t rmc_add_section_sym(struct rmc_obj *obj, size_t symtab, size_t secndx)
+size_t rmc_new_section(struct rmc_obj *obj, const GElf_Shdr *proto, const void *data, size_t size)
 {
-	size_t n = rmc_nsyms(obj, symtab), first_global = obj->shdrs[symtab].sh_info;
+	Elf_Type dtype = ELF_T_BYTE;
+	size_t fsize = 1, ndx = 0;
+	Elf_Data *d;
+
+	if (proto->sh_type == SHT_RELA || proto->sh_type == SHT_REL)
+		dtype = proto->sh_type == SHT_RELA ? ELF_T_RELA : ELF_T_REL;
+	else if (proto->sh_type == SHT_GROUP || proto->sh_type == SHT_SYMTAB_SHNDX)
+		dtype = ELF_T_WORD;
+	if (dtype != ELF_T_BYTE)
+		fsize = gelf_fsize(obj->elf, dtype, 1, EV_CURRENT);
+	/* @data is in memory form: for these types it has the size of the file form. */
+	d = new_section(obj, proto, dtype, size / fsize, &ndx);
+	if (!d) {
+		elf_fail(obj, "cannot add a section");
+		return 0;
+	}
+	if (size)
+		memcpy(d->d_buf, data, size);
+	return ndx;
+}
+
+int rmc_append_relocs(struct rmc_obj *obj, size_t relndx, const struct rmc_reloc *rels, size_t n)
+{
+	size_t old = rmc_nrelocs(obj, relndx);
+	bool rela = is_rela(obj, relndx);
+	size_t entsize = gelf_fsize(obj->elf, rela ? ELF_T_RELA : ELF_T_REL, 1, EV_CURRENT);
+	Elf_Data *d;
+
+	if (!grow_section(obj, relndx, (old + n) * entsize))
+		goto fail;
+	d = section_data(obj, relndx);
+	for (size_t i = 0; i < n; i++)
+		if (put_reloc(obj, d, rela, old + i, &rels[i]) < 0)
+			goto fail;
+	return 0;
+fail:
+	elf_fail(obj, "cannot add relocations");
+	return -1;
+}
+
+int rmc_group_add(struct rmc_obj *obj, size_t group, const size_t *members, size_t n)
+{
+	size_t old = obj->shdrs[group].sh_size;
+	unsigned char *buf = grow_section(obj, group, old + 4 * n);
+
+	if (!buf) {
+		elf_fail(obj, "cannot extend a section group");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {	/* ELF_T_WORD data: host order in memory */
+		uint32_t w = (uint32_t)members[i];
+
+		memcpy(buf + old + 4 * i, &w, 4);
+	}
+	return 0;
+}
+
+/* Read one ULEB128 from [*p, end); false if it runs off the end. */
+static bool read_uleb(const unsigned char **p, const unsigned char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+		unsigned char b = *(*p)++;
+
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+static size_t put_uleb(unsigned char *p, uint64_t v)
+{
+	size_t n = 0;
+
+	do {
+		unsigned char b = v & 0x7f;
+
+		v >>= 7;
+		p[n++] = b | (v ? 0x80 : 0);
+	} while (v);
+	return n;
+}
+
+/*
+ * clang's .llvm_addrsig lists symbol indexes as ULEB128s; lld's --icf=safe
+ * reads it.  Renumber every index at or above @from by @by.
+ */
+static int shift_addrsig(struct rmc_obj *obj, size_t sec, size_t from, size_t by)
+{
+	Elf_Data *d = section_data(obj, sec);
+	const unsigned char *p = d ? d->d_buf : NULL, *end = p ? p + d->d_size : NULL;
+	unsigned char *out, *w;
+	uint64_t v;
+
+	if (!p)
+		return 0;
+	out = own_zalloc(obj, d->d_size * 2 + 16);	/* each index grows by at most a byte */
+	if (!out)
+		return -1;
+	for (w = out; p < end;) {
+		if (!read_uleb(&p, end, &v)) {
+			rmc_error(obj->path, "%s: malformed ULEB128", rmc_secname(obj, sec));
+			return -1;
+		}
+		w += put_uleb(w, v >= from ? v + by : v);
+	}
+	d->d_buf = out;
+	d->d_size = (size_t)(w - out);
+	obj->shdrs[sec].sh_size = d->d_size;
+	elf_flagdata(d, ELF_C_SET, ELF_F_DIRTY);
+	return 0;
+}
+
+/* Every reference to a global of @symtab (index >= @first_global) moves up by @by. */
+static int shift_global_refs(struct rmc_obj *obj, size_t symtab, size_t first_global, size_t by)
+{
+	for (size_t s = 1; s < obj->shnum; s++) {
+		GElf_Shdr *sh = &obj->shdrs[s];
+
+		if (sh->sh_link != symtab)
+			continue;
+		if (sh->sh_type == SHT_GROUP && sh->sh_info >= first_global) {
+			sh->sh_info += (GElf_Word)by;
+		} else if (sh->sh_type == SHT_LLVM_ADDRSIG_TYPE) {
+			if (shift_addrsig(obj, s, first_global, by) < 0)
+				return -1;
+		} else if (sh->sh_type == SHT_REL || sh->sh_type == SHT_RELA) {
+			for (size_t i = 0, n = rmc_nrelocs(obj, s); i < n; i++) {
+				struct rmc_reloc r;
+
+				if (rmc_reloc(obj, s, i, &r) < 0)
+					return -1;
+				if (r.sym < first_global)
+					continue;
+				r.sym += (uint32_t)by;
+				if (rmc_set_reloc(obj, s, i, &r) < 0)
+					return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* A new SHT_SYMTAB_SHNDX for @symtab, all zero (no symbol needed it so far). */
+static size_t add_shndx_section(struct rmc_obj *obj, size_t symtab, size_t nsyms)
+{
+	static const char name[] = ".symtab_shndx";
+	const char *names[] = { name };
+	uint64_t off;
+	GElf_Shdr sh = { .sh_type = SHT_SYMTAB_SHNDX, .sh_link = (GElf_Word)symtab,
+			 .sh_addralign = 4, .sh_entsize = 4 };
+	uint32_t *zeros = calloc(nsyms ? nsyms : 1, 4);
+	size_t ndx = 0;
+
+	if (zeros && rmc_add_shstrs(obj, names, 1, &off) == 0) {
+		sh.sh_name = (GElf_Word)off;
+		ndx = rmc_new_section(obj, &sh, zeros, nsyms * 4);
+	}
+	free(zeros);
+	obj->xndx_symtab = 0;	/* the lookup cache is stale */
+	return ndx;
+}
+
+int rmc_add_section_syms(struct rmc_obj *obj, size_t symtab, const size_t *secs, size_t n,
+			 size_t *out)
+{
+	size_t nsyms = rmc_nsyms(obj, symtab), first_global = obj->shdrs[symtab].sh_info;
 	size_t symsize = gelf_fsize(obj->elf, ELF_T_SYM, 1, EV_CURRENT);
 	size_t xsec = shndx_section(obj, symtab);
-	GElf_Sym moved, secsym = { .st_info = GELF_ST_INFO(STB_LOCAL, STT_SECTION) };
-	Elf32_Word moved_x = 0, sec_x = 0;
-	Elf_Data *xdata = NULL, *d;
+	Elf_Data *d, *xdata = NULL;
+	bool need_x = false;
 
-	if (secndx >= SHN_LORESERVE) {
-		secsym.st_shndx = SHN_XINDEX;
-		sec_x = (Elf32_Word)secndx;
-		if (!xsec) {
-			rmc_error(obj->path, "section %zu needs SHN_XINDEX but there is no SHT_SYMTAB_SHNDX", secndx);
-			return 0;
-		}
-	} else {
-		secsym.st_shndx = (GElf_Half)secndx;
-	}
-	if (first_global > n)
-		first_global = n;
-	if (!grow_section(obj, symtab, (n + 1) * symsize))
-		goto fail;
-	if (xsec && !grow_section(obj, xsec, (n + 1) * sizeof(Elf32_Word)))
+	if (!n)
+		return 0;
+	if (first_global > nsyms)
+		first_global = nsyms;
+	for (size_t i = 0; i < n; i++)
+		need_x |= secs[i] >= SHN_LORESERVE;
+	if (need_x && !xsec && !(xsec = add_shndx_section(obj, symtab, nsyms)))
+		return -1;
+	/* References first, while the indexes still mean the old symbols. */
+	if (shift_global_refs(obj, symtab, first_global, n) < 0 ||
+	    !grow_section(obj, symtab, (nsyms + n) * symsize) ||
+	    (xsec && !grow_section(obj, xsec, (nsyms + n) * sizeof(Elf32_Word))))
 		goto fail;
 	d = section_data(obj, symtab);
 	xdata = xsec ? section_data(obj, xsec) : NULL;
-	if (first_global < n) {
-		/* The first global moves to the end; the new local takes its place. */
-		if (!gelf_getsymshndx(d, xdata, (int)first_global, &moved, &moved_x) ||
-		    !gelf_update_symshndx(d, xdata, (int)n, &moved, moved_x) ||
-		    retarget_relocs(obj, symtab, (uint32_t)first_global, (uint32_t)n) < 0)
+	for (size_t i = nsyms; i-- > first_global;) {	/* the globals move up by n */
+		GElf_Sym sym;
+		Elf32_Word x = 0;
+
+		if (!gelf_getsymshndx(d, xdata, (int)i, &sym, &x) ||
+		    !gelf_update_symshndx(d, xdata, (int)(i + n), &sym, x))
 			goto fail;
 	}
-	if (!gelf_update_symshndx(d, xdata, (int)first_global, &secsym, sec_x))
-		goto fail;
-	obj->shdrs[symtab].sh_info = (GElf_Word)(first_global + 1);
-	return first_global;
-fail:
-	elf_fail(obj, "cannot add a section symbol");
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym = { .st_info = GELF_ST_INFO(STB_LOCAL, STT_SECTION) };
+		Elf32_Word x = 0;
+
+		if (secs[i] >= SHN_LORESERVE) {
+			sym.st_shndx = SHN_XINDEX;
+			x = (Elf32_Word)secs[i];
+		} else {
+			sym.st_shndx = (GElf_Half)secs[i];
+		}
+		if (!gelf_update_symshndx(d, xdata, (int)(first_global + i), &sym, x))
+			goto fail;
+		out[i] = first_global + i;
+	}
+	obj->shdrs[symtab].sh_info = (GElf_Word)(first_global + n);
+	obj->changed = true;
 	return 0;
+fail:
+	elf_fail(obj, "cannot add section symbols");
+	return -1;
 }

@@ -16,7 +16,10 @@
  * has no usable symbol (a weak function alone in its -ffunction-sections
  * section, whose section symbol the assembler dropped), Linux fails with
  * "Cannot find symbol for section"; we add the section symbol, as objtool
- * does.
+ * does.  Another: the previous mcount relocation that is_fake_mcount looks
+ * at (mips) is the previous one in the same section; Linux carries it over
+ * from the last section it looked at and so drops a real call site whose
+ * offset is 4 more than the last one of that other section.
  */
 #include <elf.h>
 #include <stdio.h>
@@ -36,7 +39,6 @@ struct mcount_file {
 	size_t nrec, cap;
 	bool rela;		/* REL or RELA, as the object's own relocations */
 	size_t symtab;		/* the symbol table the relocations use */
-	uint64_t prev_mcount;	/* offset of the last mcount relocation, for is_fake_mcount */
 	size_t nops;		/* calls turned into NOPs */
 	size_t base_symtab;	/* base_sym[] and base_value[] are for this symtab, or 0 */
 	size_t *base_sym;	/* per section: the symbol records are based on, or 0 */
@@ -120,6 +122,7 @@ static int for_each_mcount_call(struct mcount_file *f, size_t relndx, call_fn fn
 {
 	size_t symtab = rmc_shdr(f->obj, relndx)->sh_link;
 	uint32_t mcount_sym = 0;
+	uint64_t prev = UINT64_MAX;	/* the previous mcount relocation's offset, in this section only */
 
 	for (size_t i = 0, n = rmc_nrelocs(f->obj, relndx); i < n; i++) {
 		struct rmc_reloc r;
@@ -136,8 +139,8 @@ static int for_each_mcount_call(struct mcount_file *f, size_t relndx, call_fn fn
 			mcount_sym = r.sym;
 		if (!mcount_sym || r.sym != mcount_sym)
 			continue;
-		fake = f->arch->is_fake_mcount && f->arch->is_fake_mcount(&r, f->prev_mcount);
-		f->prev_mcount = r.offset;
+		fake = f->arch->is_fake_mcount && f->arch->is_fake_mcount(&r, prev);
+		prev = r.offset;
 		if (fake)
 			continue;
 		ret = fn(f, relndx, i, &r, arg);
@@ -193,39 +196,77 @@ static int index_base_symbols(struct mcount_file *f, size_t symtab)
 /* The base symbol of section @txt, or 0; -1 on error. */
 static long base_symbol(struct mcount_file *f, size_t symtab, size_t txt, uint64_t *value)
 {
-	if (f->base_symtab != symtab && index_base_symbols(f, symtab) < 0)
+	/* !base_sym: nothing indexed yet, even for a relocation section whose sh_link is 0 */
+	if ((f->base_symtab != symtab || !f->base_sym) && index_base_symbols(f, symtab) < 0)
 		return -1;
 	*value = f->base_value[txt];
 	return (long)f->base_sym[txt];
 }
 
+/* Section symbols for @n sections of @symtab, in one batch (one pass over the relocations). */
+static int add_section_syms(struct mcount_file *f, size_t symtab, const size_t *secs, size_t n)
+{
+	size_t *syms = n ? calloc(n, sizeof(*syms)) : NULL;
+	int ret;
+
+	if (!n)
+		return 0;
+	if (!syms) {
+		rmc_error(f->path, "out of memory");
+		return -1;
+	}
+	ret = rmc_add_section_syms(f->obj, symtab, secs, n, syms);
+	free(syms);
+	f->base_symtab = 0;	/* symbols moved */
+	return ret;
+}
+
 /*
  * Before anything is recorded (symbol indexes may move): give every traced
- * section that has mcount calls but no base symbol a section symbol.
+ * section that has mcount calls but no base symbol a section symbol.  All
+ * at once: one at a time renumbers every relocation each time, quadratic
+ * in a -ffunction-sections object full of weak functions.
  */
 static int add_missing_section_symbols(struct mcount_file *f)
 {
-	for (size_t relndx = 1; relndx < rmc_shnum(f->obj); relndx++) {
-		size_t txt = code_target(f->obj, relndx), calls = 0, symtab;
+	size_t shnum = rmc_shnum(f->obj), n = 0, symtab = 0;
+	size_t *secs = calloc(shnum ? shnum : 1, sizeof(*secs));
+	bool *seen = calloc(shnum ? shnum : 1, sizeof(*seen));
+	int ret = -1;
+
+	if (!secs || !seen) {
+		rmc_error(f->path, "out of memory");
+		goto out;
+	}
+	for (size_t relndx = 1; relndx < shnum; relndx++) {
+		size_t txt = code_target(f->obj, relndx), calls = 0, link;
 		uint64_t value;
 		long base;
 
-		if (!txt || !is_traced_section(rmc_secname(f->obj, txt)))
+		if (!txt || seen[txt] || !is_traced_section(rmc_secname(f->obj, txt)))
 			continue;
-		symtab = rmc_shdr(f->obj, relndx)->sh_link;
+		link = rmc_shdr(f->obj, relndx)->sh_link;
+		if (n && link != symtab) {	/* another symbol table: its own batch */
+			if (add_section_syms(f, symtab, secs, n) < 0)
+				goto out;
+			n = 0;
+		}
+		symtab = link;
 		base = base_symbol(f, symtab, txt, &value);
 		if (base)
 			continue;
 		if (base < 0 || for_each_mcount_call(f, relndx, count_call, &calls) < 0)
-			return -1;
+			goto out;
 		if (!calls)
 			continue;
-		if (!rmc_add_section_sym(f->obj, symtab, txt))
-			return -1;
-		f->base_symtab = 0;	/* symbols moved */
+		seen[txt] = true;
+		secs[n++] = txt;
 	}
-	f->prev_mcount = UINT64_MAX;
-	return 0;
+	ret = add_section_syms(f, symtab, secs, n);
+out:
+	free(secs);
+	free(seen);
+	return ret;
 }
 
 struct base { long sym; uint64_t value; };
@@ -350,13 +391,13 @@ static int process_object(struct mcount_file *f)
 	f->arch = check_header(f->path, rmc_obj_ehdr(f->obj));
 	if (!f->arch)
 		return -1;
+	rmc_obj_set_arch(f->obj, f->arch);
 	if (already_processed(f->obj)) {
 		rmc_warn(f->path, "__mcount_loc already exists; left alone");
 		return 0;
 	}
 	if (!has_traced_relocs(f->obj))
 		return 0;
-	f->prev_mcount = UINT64_MAX;
 	if (add_missing_section_symbols(f) < 0 || process_sections(f) < 0)
 		return -1;
 	if (f->nrec && rmc_add_table(f->obj, "__mcount_loc", f->words, f->nrec, f->rela, f->rels,

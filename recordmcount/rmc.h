@@ -19,10 +19,19 @@
 
 #define PROG "recordmcount-ng"
 
+/* What the tool does to each file (--format, --check, --list). */
+enum rmc_mode {
+	RMC_MODE_MCOUNT,	/* the drop-in: __mcount_loc, as Linux's recordmcount */
+	RMC_MODE_FTPAD,		/* --format=ftpad: __ftpad_sites records for libftpad (ftpad.c) */
+	RMC_MODE_CHECK,		/* --check: verify the recorded sites (check.c) */
+	RMC_MODE_LIST,		/* --list: print the sites as JSON lines (check.c) */
+};
+
 /* Everything the command line sets. */
 struct rmc_opts {
 	bool warn_notrace;	/* -w: warn about sections ftrace ignores (Linux: warn_on_notrace_sect) */
 	bool dry_run;		/* --dry-run: say what would change, write nothing */
+	enum rmc_mode mode;
 	bool help;
 	bool version;
 };
@@ -77,6 +86,9 @@ void rmc_obj_close(struct rmc_obj *obj);
 const char *rmc_obj_path(const struct rmc_obj *obj);
 const GElf_Ehdr *rmc_obj_ehdr(const struct rmc_obj *obj);
 bool rmc_obj_changed(const struct rmc_obj *obj);
+struct rmc_arch;
+/* The backend once known: relocations are then read and written in its r_info layout. */
+void rmc_obj_set_arch(struct rmc_obj *obj, const struct rmc_arch *arch);
 
 size_t rmc_shnum(const struct rmc_obj *obj);
 /* Section header @ndx (0 < ndx < rmc_shnum()), or NULL. */
@@ -94,13 +106,6 @@ int rmc_set_reloc(struct rmc_obj *obj, size_t relndx, size_t i, const struct rmc
 /* Symbols of symbol table @symtab (a section index). */
 size_t rmc_nsyms(const struct rmc_obj *obj, size_t symtab);
 int rmc_sym(const struct rmc_obj *obj, size_t symtab, size_t i, struct rmc_sym *out);
-/*
- * Add a local STT_SECTION symbol for section @secndx to @symtab and return
- * its index (0 on error).  Locals come before globals, so the first global
- * moves to the end and every reference to it (relocations, group
- * signatures) follows it, as objtool does.
- */
-size_t rmc_add_section_sym(struct rmc_obj *obj, size_t symtab, size_t secndx);
 
 /*
  * Append the section pair @name (PROGBITS, SHF_ALLOC, holding @nwords
@@ -147,14 +152,57 @@ struct rmc_arch {
 	 * nothing) otherwise.  NULL: the architecture leaves such calls alone.
 	 */
 	bool (*make_nop)(struct rmc_text *text, uint64_t offset);
+	/*
+	 * Optional: r_info in a layout of the machine's own, which libelf
+	 * does not translate (mips64: r_sym, r_ssym, r_type3, r_type2, r_type
+	 * in file order).  @info is r_info as gelf returns it, the 8 bytes
+	 * read as one word of the object's byte order.  @type may pack several
+	 * fields; encode_r_info(decode_r_info(x)) must give x back.  NULL: the
+	 * gABI's ELF*_R_SYM / ELF*_R_TYPE.
+	 */
+	void (*decode_r_info)(uint64_t info, bool big_endian, uint32_t *sym, uint32_t *type);
+	uint64_t (*encode_r_info)(uint32_t sym, uint32_t type, bool big_endian);
 };
 
 /* The backend for this object, or NULL. */
 const struct rmc_arch *rmc_arch_for(uint16_t machine, unsigned char elfclass);
 
 extern const struct rmc_arch rmc_arch_x86_64, rmc_arch_i386, rmc_arch_aarch64;
+extern const struct rmc_arch rmc_arch_arm, rmc_arch_mips32, rmc_arch_mips64,
+	rmc_arch_loongarch64, rmc_arch_loongarch32;
+extern const struct rmc_arch rmc_arch_powerpc, rmc_arch_powerpc64, rmc_arch_s390x, rmc_arch_sh,
+	rmc_arch_sparc64;
 
 /* ---- the drop-in algorithm (mcount.c) ---- */
 int rmc_process_file(const struct rmc_opts *opts, const char *path);
+
+/* ---- the site modes (sites.h): each returns an enum rmc_status ---- */
+int rmc_ftpad_file(const struct rmc_opts *opts, const char *path);
+int rmc_check_file(const struct rmc_opts *opts, const char *path);
+int rmc_list_file(const struct rmc_opts *opts, const char *path);
+
+/* ---- editing (elfobj.c): the site modes, and the drop-in's section symbols ---- */
+/* Section header @ndx for changing; it is written back at commit.  NULL if out of range. */
+GElf_Shdr *rmc_shdr_edit(struct rmc_obj *obj, size_t ndx);
+/* Give section @ndx @new_size bytes, its old contents first, zeros after; NULL on error. */
+void *rmc_resize_section(struct rmc_obj *obj, size_t ndx, size_t new_size);
+/* Append @n names to .shstrtab in one go; their offsets go to @offsets. */
+int rmc_add_shstrs(struct rmc_obj *obj, const char *const *names, size_t n, uint64_t *offsets);
+/*
+ * A new section, last in the file, with header @proto and @size bytes of
+ * @data (for REL/RELA and GROUP in memory form).  Its index, 0 on error.
+ */
+size_t rmc_new_section(struct rmc_obj *obj, const GElf_Shdr *proto, const void *data, size_t size);
+/* Append @n relocations to relocation section @relndx. */
+int rmc_append_relocs(struct rmc_obj *obj, size_t relndx, const struct rmc_reloc *rels, size_t n);
+/* Append sections @members to SHT_GROUP section @group. */
+int rmc_group_add(struct rmc_obj *obj, size_t group, const size_t *members, size_t n);
+/*
+ * Add a local STT_SECTION symbol for each of sections @secs to @symtab, in
+ * one pass: the globals move up by @n, and every relocation, group
+ * signature and .llvm_addrsig entry follows them.  The new indexes go to
+ * @out.  A .symtab_shndx is added if a section index needs one.
+ */
+int rmc_add_section_syms(struct rmc_obj *obj, size_t symtab, const size_t *secs, size_t n, size_t *out);
 
 #endif
