@@ -17,6 +17,15 @@ packages=(
   # recordmcount-ng's differential tests build Linux 6.12's own
   # scripts/recordmcount from this source tarball, once, into /var/cache/ftpad
   linux-source-6.12
+  # ... and compare it with recordmcount-ng on objects from these cross
+  # compilers (tests/test_recordmcount*.py); i686 stands in for `gcc -m32`,
+  # whose gcc-multilib would remove every cross compiler
+  gcc-powerpc-linux-gnu gcc-powerpc64-linux-gnu gcc-powerpc64le-linux-gnu
+  gcc-s390x-linux-gnu gcc-sh4-linux-gnu gcc-sparc64-linux-gnu gcc-i686-linux-gnu
+  # ... and arm (EABI, hard-float) and mips (32/64-bit, both byte orders);
+  # qemu-user (below) runs the fixed-up mips test programs
+  gcc-arm-linux-gnueabi gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
+  gcc-mipsel-linux-gnu gcc-mips64-linux-gnuabi64 gcc-mips64el-linux-gnuabi64
   # the kernel build-and-boot tests (tests/test_kbuild_*.py): what Kbuild
   # needs besides gcc, and QEMU plus a static busybox for the initramfs
   bc flex bison cpio qemu-system-x86 qemu-system-arm busybox-static

@@ -163,11 +163,23 @@ TARGETS = {
     "x86_64-fentry": ("gcc", ["-fno-pie", "-pg", "-mfentry"], 2),
     "x86_64-mcount": ("gcc", ["-fno-pie", "-pg"], 2),
     "x86_64-ffunction-sections": ("gcc", ["-fno-pie", "-pg", "-mfentry", "-ffunction-sections"], 2),
-    "i386-fentry": ("gcc", ["-m32", "-fno-pie", "-pg", "-mfentry"], 0),
-    "i386-mcount": ("gcc", ["-m32", "-fno-pie", "-pg"], 0),
+    # Debian's i686 cross compiler, never `gcc -m32`: that needs gcc-multilib,
+    # which would remove every cross compiler.
+    "i386-fentry": ("i686-linux-gnu-gcc", ["-fno-pie", "-pg", "-mfentry"], 0),
+    "i386-mcount": ("i686-linux-gnu-gcc", ["-fno-pie", "-pg"], 0),
     "aarch64": ("aarch64-linux-gnu-gcc", ["-pg"], 2),
     "aarch64-be": ("aarch64-linux-gnu-gcc", ["-pg", "-mbig-endian"], 2),
     "aarch64-ffunction-sections": ("aarch64-linux-gnu-gcc", ["-pg", "-ffunction-sections"], 2),
+    # arm: `push {lr}; bl __gnu_mcount_nc`, ARM (EABI's default armv5te, and
+    # armhf -marm) and Thumb-2 (armhf's default), both byte orders.
+    "arm-eabi": ("arm-linux-gnueabi-gcc", ["-pg"], 2),
+    "arm-eabi-be": ("arm-linux-gnueabi-gcc", ["-pg", "-mbig-endian"], 2),
+    "arm-eabi-ffunction-sections": ("arm-linux-gnueabi-gcc", ["-pg", "-ffunction-sections"], 2),
+    "armhf-arm": ("arm-linux-gnueabihf-gcc", ["-pg", "-marm"], 2),
+    "armhf-arm-ffunction-sections": ("arm-linux-gnueabihf-gcc", ["-pg", "-marm", "-ffunction-sections"], 2),
+    "armhf-thumb2": ("arm-linux-gnueabihf-gcc", ["-pg", "-mthumb"], 2),
+    "armhf-thumb2-be": ("arm-linux-gnueabihf-gcc", ["-pg", "-mthumb", "-mbig-endian"], 2),
+    "armhf-thumb2-ffunction-sections": ("arm-linux-gnueabihf-gcc", ["-pg", "-mthumb", "-ffunction-sections"], 2),
 }
 
 # The calls funcs.c makes in traced sections: global_fn, static_fn, weak_fn
@@ -228,7 +240,7 @@ def test_same_records_and_fixups_as_linux(tmp_path, reference, rmc, target):
     assert len(relocations(ours)) == len(before)
 
 
-@pytest.mark.parametrize("target", ["x86_64-fentry", "aarch64"])
+@pytest.mark.parametrize("target", ["x86_64-fentry", "aarch64", "armhf-thumb2"])
 def test_warn_names_the_untraced_sections(tmp_path, reference, rmc, target):
     obj = compile_obj(tmp_path, target)
     ours, theirs = two_copies(obj)
