@@ -39,11 +39,14 @@ packages=(
   # a real code base the GCC plugin builds: binutils, which needs flex and
   # bison for its generated lexers and parsers
   binutils-source flex bison
-  # bench/run.py: instruction counts, and XRay as a peer to measure against
+  # bench/run.py: instruction counts, and XRay as a peer to measure against;
+  # libclang-rt-14-dev is also libFuzzer, for recordmcount-ng's fuzz test
   valgrind libclang-rt-14-dev
 )
 
 missing=()
+  # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py)
+  groff-base
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
