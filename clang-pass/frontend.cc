@@ -5,23 +5,27 @@
 // no_instrument_function.  Clang leaves no trace of that attribute in the
 // IR, so only the frontend can see it.
 #include "ftpad-clang.h"
+#include "policy.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cerrno>
+
 #include "clang/AST/ASTConsumer.h"
 #include "clang/AST/Mangle.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Basic/TargetInfo.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendPluginRegistry.h"
 #include "clang/Sema/ParsedAttr.h"
 #include "clang/Sema/Sema.h"
+#include "llvm/ADT/Triple.h"
 
 using namespace clang;
 
 namespace {
-
-const unsigned SITE_BYTES = 5;
 
 // Layouts from ftpad attributes, by the function's first declaration;
 // the consumer turns them into names once the whole file is parsed.
@@ -31,19 +35,20 @@ std::map<const Decl *, FtpadLayout> &attributed()
 	return m;
 }
 
-void error(DiagnosticsEngine &d, SourceLocation loc, const std::string &msg)
+void report(DiagnosticsEngine &d, DiagnosticsEngine::Level level, SourceLocation loc,
+	    const std::string &msg)
 {
-	d.Report(loc, d.getCustomDiagID(DiagnosticsEngine::Error, "ftpad: %0")) << msg;
+	d.Report(loc, d.getCustomDiagID(level, "ftpad: %0")) << msg;
 }
 
-bool layout_ok(unsigned before, unsigned after, std::string &why)
+void error(DiagnosticsEngine &d, SourceLocation loc, const std::string &msg)
 {
-	if (before > 255)
-		why = "before must be 0 to 255";
-	else if (after != SITE_BYTES)
-		why = "after must be 5: LLVM 14 emits longer entries as one long NOP "
-		      "(docs/clang-pass.md)";
-	return why.empty();
+	report(d, DiagnosticsEngine::Error, loc, msg);
+}
+
+std::string no_layout(const llvm::Triple &t)
+{
+	return "no pad layout for target " + t.str() + " (x86_64 and aarch64 only)";
 }
 
 struct FtpadAttrInfo : ParsedAttrInfo {
@@ -81,8 +86,11 @@ struct FtpadAttrInfo : ParsedAttrInfo {
 			}
 			v[i] = n->getZExtValue();
 		}
-		std::string why;
-		if (!layout_ok(v[0], v[1], why)) {
+		const llvm::Triple &triple = S.Context.getTargetInfo().getTriple();
+		const FtpadArch *arch = ftpad_arch_for(triple);
+		std::string why = arch ? ftpad_layout_problem(ftpad_config(), *arch, v[0], v[1])
+				       : no_layout(triple);
+		if (!why.empty()) {
 			error(S.getDiagnostics(), A.getLoc(), "ftpad attribute on '" + name + "': " + why);
 			return AttributeNotApplied;
 		}
@@ -101,7 +109,8 @@ std::vector<std::string> emitted_names(ASTNameGenerator &gen, const FunctionDecl
 
 struct Collector : RecursiveASTVisitor<Collector> {
 	ASTNameGenerator gen;
-	explicit Collector(ASTContext &ctx) : gen(ctx) {}
+	DiagnosticsEngine &diags;
+	Collector(ASTContext &ctx, DiagnosticsEngine &d) : gen(ctx), diags(d) {}
 	bool shouldVisitTemplateInstantiations() const { return true; }
 
 	bool VisitFunctionDecl(FunctionDecl *fd)
@@ -111,12 +120,18 @@ struct Collector : RecursiveASTVisitor<Collector> {
 		// An instance of a template has the attribute of its pattern.
 		const FunctionDecl *pattern = fd->getTemplateInstantiationPattern();
 		auto a = attributed().find((pattern ? pattern : fd)->getCanonicalDecl());
+		bool has_ftpad = a != attributed().end();
 		const char *skip = nullptr;
-		if (fd->hasAttr<NoInstrumentFunctionAttr>())
+		if (fd->hasAttr<NoInstrumentFunctionAttr>()) {
 			skip = "no_instrument_function";
-		else if (fd->hasAttr<PatchableFunctionEntryAttr>())
+		} else if (fd->hasAttr<PatchableFunctionEntryAttr>()) {
 			skip = "user patchable_function_entry";
-		if (a == attributed().end() && !skip)
+			if (has_ftpad && fd->doesThisDeclarationHaveABody())
+				report(diags, DiagnosticsEngine::Warning, fd->getLocation(),
+				       "ftpad attribute on '" + fd->getNameAsString() +
+					       "' ignored: its patchable_function_entry attribute wins");
+		}
+		if (!has_ftpad && !skip)
 			return true;
 		FtpadConfig &c = ftpad_config();
 		for (const std::string &n : emitted_names(gen, fd)) {
@@ -132,75 +147,243 @@ struct Collector : RecursiveASTVisitor<Collector> {
 // Runs before CodeGen's consumer, so the names are known before the pass
 // runs at the end of CodeGen's HandleTranslationUnit.
 struct Consumer : ASTConsumer {
+	DiagnosticsEngine &diags;
+	explicit Consumer(DiagnosticsEngine &d) : diags(d) {}
 	void HandleTranslationUnit(ASTContext &ctx) override
 	{
-		Collector(ctx).TraverseDecl(ctx.getTranslationUnitDecl());
+		Collector(ctx, diags).TraverseDecl(ctx.getTranslationUnitDecl());
 	}
 };
 
-bool parse_uint(const std::string &s, unsigned max, unsigned &out)
+// Parsing one argument's value: "" when it is good, else what was expected.
+std::string parse_count(const std::string &s, unsigned lo, unsigned hi, unsigned &out)
 {
 	char *end;
+	std::string expected = "expected an integer from " + std::to_string(lo) + " to " +
+			       std::to_string(hi);
 	if (s.empty() || s[0] == '-' || s[0] == '+')
-		return false;
+		return expected;
+	errno = 0;
 	unsigned long v = strtoul(s.c_str(), &end, 10);
-	if (*end || v > max)
-		return false;
+	if (*end || errno || v < lo || v > hi)
+		return expected;
 	out = v;
-	return true;
+	return "";
 }
 
-bool parse_globs(const std::string &s, std::vector<std::string> &out)
+std::string parse_choice(const std::string &s, const std::vector<std::string> &names,
+			 unsigned &out)
+{
+	std::string all;
+	for (unsigned i = 0; i < names.size(); i++) {
+		if (s == names[i]) {
+			out = i;
+			return "";
+		}
+		all += (i ? "|" : "") + names[i];
+	}
+	return "expected " + all;
+}
+
+// Comma-separated globs.  An empty value is an empty list, so that a build
+// can pass `exclude=$(EMPTY)`; an empty item inside ("a,,b") is a typo.
+std::string parse_globs(const std::string &s, std::vector<std::string> &out)
 {
 	out.clear();
-	if (s.empty())
-		return true;
-	for (size_t start = 0;;) {
+	for (size_t start = 0; !s.empty();) {
 		size_t comma = s.find(',', start);
 		std::string g = s.substr(start, comma == std::string::npos ? comma : comma - start);
 		if (g.empty())
-			return false;
+			return "empty glob";
 		out.push_back(g);
 		if (comma == std::string::npos)
-			return true;
+			break;
 		start = comma + 1;
 	}
+	return "";
 }
 
-// One KEY=VALUE; false when it is not understood.  The driver cuts
+// What the arguments are parsed for.
+struct Parsing {
+	FtpadConfig &c;
+	const FtpadArch &arch;
+	std::vector<std::string> policy_errors;
+};
+
+using ValueParser = std::string (*)(const std::string &value, Parsing &p);
+
+std::string parse_record(const std::string &v, Parsing &p)
+{
+	unsigned n;
+	std::string why = parse_choice(v, {"ftpad", "mcount", "patchable"}, n);
+	p.c.record = FtpadRecordKind(n);
+	p.c.record_set = true;
+	return why;
+}
+
+std::string parse_before(const std::string &v, Parsing &p)
+{
+	return parse_count(v, 0, 255, p.c.layout.before);
+}
+
+std::string parse_after(const std::string &v, Parsing &p)
+{
+	p.c.after_set = true;
+	return parse_count(v, ftpad_abi_info(p.arch, p.c.abi).min_after, 255, p.c.layout.after);
+}
+
+std::string parse_ops(const std::string &v, Parsing &p)
+{
+	unsigned n;
+	std::string why = parse_count(v, 0, 1, n);
+	if (why.empty() && n && !ftpad_abi_info(p.arch, p.c.abi).ops_allowed)
+		why = std::string("the ") + p.arch.name + " kernel layout has no ops slot";
+	p.c.ops = n;
+	p.c.ops_set = true;
+	return why;
+}
+
+std::string parse_min_insns(const std::string &v, Parsing &p)
+{
+	return parse_count(v, 0, 65535, p.c.min_insns);
+}
+
+std::string parse_report(const std::string &v, Parsing &p)
+{
+	p.c.report = v;
+	return v.empty() ? "expected =FILE" : "";
+}
+
+std::string parse_policy(const std::string &v, Parsing &p)
+{
+	if (v.empty())
+		return "expected =FILE";
+	// Its lines are reported one by one; the argument itself is fine.
+	ftpad_read_policy(v, p.arch, p.c, p.policy_errors);
+	return "";
+}
+
+std::string parse_unsafe_ipra(const std::string &v, Parsing &p)
+{
+	unsigned n;
+	std::string why = parse_count(v, 0, 1, n);
+	p.c.unsafe_ipra = n;
+	return why;
+}
+
+std::string parse_include(const std::string &v, Parsing &p)
+{
+	return parse_globs(v, p.c.include);
+}
+
+std::string parse_exclude(const std::string &v, Parsing &p)
+{
+	return parse_globs(v, p.c.exclude);
+}
+
+std::string parse_exclude_section(const std::string &v, Parsing &p)
+{
+	return parse_globs(v, p.c.exclude_section);
+}
+
+std::string ignore(const std::string &, Parsing &)
+{
+	return ""; // abi, parsed first
+}
+
+// The GCC plugin's arguments (docs/gcc-plugin.md "Arguments"), in a table.
+const struct {
+	const char *key;
+	ValueParser parse;
+} KEYS[] = {
+	{"abi", ignore},
+	{"record", parse_record},
+	{"before", parse_before},
+	{"after", parse_after},
+	{"ops", parse_ops},
+	{"include", parse_include},
+	{"exclude", parse_exclude},
+	{"exclude-section", parse_exclude_section},
+	{"min-insns", parse_min_insns},
+	{"policy", parse_policy},
+	{"report", parse_report},
+	{"unsafe-ipa-ra", parse_unsafe_ipra},
+};
+
+// One argument as given, cut into KEY and VALUE.  The driver cuts
 // -fplugin-arg-ftpad-clang-before=3 at the first dash after the plugin's
 // name, so it arrives as "clang-before=3"; the GCC plugin's spelling,
 // -fplugin-arg-ftpad-before=3, arrives as "before=3" and means the same.
-bool parse_arg(std::string arg, FtpadConfig &c)
+struct Arg {
+	std::string given, key, value;
+	bool has_value;
+	explicit Arg(const std::string &a) : given(a)
+	{
+		std::string s = a.rfind("clang-", 0) == 0 ? a.substr(6) : a;
+		size_t eq = s.find('=');
+		has_value = eq != std::string::npos;
+		key = s.substr(0, eq);
+		value = has_value ? s.substr(eq + 1) : "";
+	}
+	std::string flag() const { return "-fplugin-arg-ftpad-" + given; }
+};
+
+// Every argument is checked, and each bad one named, before clang stops.
+bool parse_args(const std::vector<std::string> &args, FtpadConfig &c, const FtpadArch &arch,
+		DiagnosticsEngine &d)
 {
-	if (arg.rfind("clang-", 0) == 0)
-		arg.erase(0, 6);
-	size_t eq = arg.find('=');
-	if (eq == std::string::npos)
+	bool ok = true;
+	auto bad = [&](const Arg &a, const std::string &why) {
+		error(d, SourceLocation(), "bad argument " + a.flag() + ": " + why);
+		ok = false;
+	};
+	std::vector<Arg> parsed(args.begin(), args.end());
+	// The ABI first: it decides the other arguments' defaults and limits.
+	for (const Arg &a : parsed) {
+		unsigned abi = FTPAD_ABI_USER;
+		if (a.key != "abi")
+			continue;
+		std::string why = parse_choice(a.value, {"user", "kernel"}, abi);
+		if (!why.empty())
+			bad(a, why);
+		c.abi = FtpadAbi(abi);
+	}
+	Parsing p = {c, arch, {}};
+	for (const Arg &a : parsed) {
+		auto k = std::find_if(std::begin(KEYS), std::end(KEYS),
+				      [&](const auto &k) { return a.key == k.key; });
+		if (k == std::end(KEYS)) {
+			error(d, SourceLocation(), "unknown argument " + a.flag() + " (docs/clang-pass.md)");
+			ok = false;
+		} else if (!a.has_value) {
+			bad(a, "expected " + a.key + "=VALUE");
+		} else if (std::string why = k->parse(a.value, p); !why.empty()) {
+			bad(a, why);
+		}
+	}
+	for (const std::string &e : p.policy_errors) {
+		error(d, SourceLocation(), e);
+		ok = false;
+	}
+	if (!ok)
 		return false;
-	std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
-	unsigned n;
-	if (key == "before" && parse_uint(value, 255, n))
-		c.layout.before = n;
-	else if (key == "after" && parse_uint(value, 255, n) && n == SITE_BYTES)
-		c.layout.after = n;
-	else if (key == "ops" && parse_uint(value, 1, n))
-		c.ops = n;
-	else if (key == "min-insns" && parse_uint(value, 65535, n))
-		c.min_insns = n;
-	else if (key == "report" && !value.empty())
-		c.report = value;
-	else if (key == "unsafe-ipa-ra" && parse_uint(value, 1, n))
-		c.unsafe_ipra = n;
-	else if (key == "include")
-		return parse_globs(value, c.include);
-	else if (key == "exclude")
-		return parse_globs(value, c.exclude);
-	else if (key == "exclude-section")
-		return parse_globs(value, c.exclude_section);
-	else
+	ftpad_config_defaults(c, arch);
+	std::string why = ftpad_layout_problem(c, arch, c.layout.before, c.layout.after);
+	if (!why.empty()) {
+		error(d, SourceLocation(), why);
 		return false;
+	}
 	return true;
+}
+
+// Does this compile generate code, where the plugin's code generator hook
+// runs?  Not when it writes IR for a later code generator.
+bool generates_code(const CompilerInstance &ci)
+{
+	const CodeGenOptions &cg = ci.getCodeGenOpts();
+	frontend::ActionKind action = ci.getFrontendOpts().ProgramAction;
+	return !cg.PrepareForLTO && !cg.PrepareForThinLTO && action != frontend::EmitBC &&
+	       action != frontend::EmitLLVM;
 }
 
 // The path this shared object was loaded from.
@@ -235,21 +418,25 @@ struct FtpadAction : PluginASTAction {
 	bool ParseArgs(const CompilerInstance &ci, const std::vector<std::string> &args) override
 	{
 		FtpadConfig &c = ftpad_config();
-		for (const std::string &a : args) {
-			if (!parse_arg(a, c)) {
-				error(ci.getDiagnostics(), SourceLocation(),
-				      "bad or unknown argument -fplugin-arg-ftpad-" + a +
-					      " (docs/clang-pass.md)");
-				return false;
-			}
+		DiagnosticsEngine &d = ci.getDiagnostics();
+		// The target is not created yet, but its triple is known.
+		llvm::Triple triple(ci.getTargetOpts().Triple);
+		const FtpadArch *arch = ftpad_arch_for(triple);
+		if (!arch) {
+			error(d, SourceLocation(), no_layout(triple));
+			return false;
 		}
+		c.from_frontend = true;
+		c.codegen_here = generates_code(ci);
+		if (!parse_args(args, c, *arch, d))
+			return false;
 		add_pass_plugin(const_cast<CompilerInstance &>(ci));
 		return true;
 	}
 
-	std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &, StringRef) override
+	std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &ci, StringRef) override
 	{
-		return std::make_unique<Consumer>();
+		return std::make_unique<Consumer>(ci.getDiagnostics());
 	}
 
 	ActionType getActionType() override { return AddBeforeMainAction; }
@@ -258,5 +445,5 @@ struct FtpadAction : PluginASTAction {
 } // namespace
 
 static ParsedAttrInfoRegistry::Add<FtpadAttrInfo> attr("ftpad", "ftpad(before, after)");
-// clang's plugin names cannot contain a dash (see parse_arg).
+// clang's plugin names cannot contain a dash (see Arg).
 static FrontendPluginRegistry::Add<FtpadAction> action("ftpad", "ftpad function pads");

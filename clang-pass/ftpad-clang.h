@@ -12,18 +12,41 @@
 #include <string>
 #include <vector>
 
+#include "arch.h"
+
+// A layout in NOP units, as in the record.
 struct FtpadLayout {
 	unsigned before;
 	unsigned after;
 };
 
+// One line of a policy file: `pad GLOB [before=N] [after=N]` or
+// `exclude GLOB` (docs/gcc-plugin.md "The policy file").
+struct FtpadRule {
+	std::string glob;
+	bool pad;
+	int before = -1; // -1: the global value
+	int after = -1;
+	std::string where; // FILE:LINE, for the report
+};
+
 struct FtpadConfig {
-	FtpadLayout layout = {0, 5};
+	bool from_frontend = false; // the arguments below were given (-fplugin=)
+	FtpadAbi abi = FTPAD_ABI_USER;
+	// Unset until the frontend knows the target: then the ABI's defaults.
+	bool record_set = false, after_set = false, ops_set = false;
+	FtpadRecordKind record = FTPAD_RECORD_FTPAD;
+	FtpadLayout layout = {0, 0};
 	bool ops = true;
 	unsigned min_insns = 0;
 	std::string report;
 	bool unsafe_ipra = false; // testing only, as the GCC plugin's unsafe-ipa-ra
 	std::vector<std::string> include, exclude, exclude_section;
+	std::vector<FtpadRule> rules; // policy=FILE, in order
+	// False when this compile writes IR for a later code generator (-flto,
+	// -emit-llvm): the plugin's code generator hook (machine.cc) then does
+	// not run, and only layouts LLVM's own attributes give are possible.
+	bool codegen_here = true;
 	// By the name the assembler sees (mangled), filled by the frontend:
 	// functions that must not get a pad, and why (no_instrument_function,
 	// or a patchable_function_entry of the user's own, which clang leaves
@@ -33,5 +56,22 @@ struct FtpadConfig {
 };
 
 FtpadConfig &ftpad_config();
+
+// The ABI's defaults for whatever the arguments left unset.
+void ftpad_config_defaults(FtpadConfig &c, const FtpadArch &arch);
+
+// Why LAYOUT (of the whole file, or of one function) cannot be given in this
+// compile, or "".  Checks the ranges and whether it needs the code
+// generator hook where it does not run.
+std::string ftpad_layout_problem(const FtpadConfig &c, const FtpadArch &arch, unsigned before,
+				 unsigned after);
+
+// Does the plugin's hook in LLVM's code generator run in this process?
+// (machine.cc)
+bool ftpad_machine_hook_installed();
+
+// The string attribute that hands a function's entry assembly from the IR
+// pass to that hook.
+extern const char *const FTPAD_ENTRY_ASM;
 
 #endif

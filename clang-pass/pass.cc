@@ -1,26 +1,30 @@
 // SPDX-License-Identifier: MIT
 // pass.cc - the LLVM half of ftpad-clang.so: gives each chosen function its
-// pad and its site record, at the end of the optimisation pipeline (so only
+// pad and its record, at the end of the optimisation pipeline (so only
 // functions that survive inlining and dead-code removal get one).
 //
-// LLVM 14 cannot put chosen bytes into a patchable-function-prefix, so the
-// part before the entry is *prefix data*, which AsmPrinter emits between the
-// function's alignment and its label:
-//
-//         [filler][before: B x 0x90][ops slot: 0f 1f 84 00 00 00 00 00]
-// func:   [endbr64: emitted by LLVM, see has_endbr]
-//         [site: "patchable-function-entry"="5", one 5-byte NOP]
-//
-// The site comes from LLVM's own patchable-function-entry, because nothing
-// else places bytes after the label and before the prologue.  LLVM encodes
-// its 5-byte NOP as 0f 1f 44 00 08 (GCC: 0f 1f 44 00 00), and it emits any
-// longer entry as the longest NOPs first, so `after` can only be 5 here.
+// A pad has two parts, made in two ways:
+// - Before the entry, *prefix data* (Function::setPrefixData), which
+//   AsmPrinter emits between the function's alignment and its label:
+//   [filler][before NOPs][ops slot].  LLVM 14's "patchable-function-prefix"
+//   only writes NOPs of its own, so it cannot hold an 8-byte x86 NOP; it is
+//   used only where the ABI is exactly LLVM's own -fpatchable-function-entry
+//   (arm64 kernel, x86 CALL_PADDING).
+// - After the entry, behind ENDBR/BTI and before the prologue, the
+//   assembly of arch.h's entry_asm, which the code generator hook in
+//   machine.cc puts there.  Where LLVM's own "patchable-function-entry"
+//   gives the same shape, it is set too, as the layout to fall back on when
+//   code is generated where the hook does not run (a -flto link).
+// Records are IR globals, one per function, with !associated and the
+// function's COMDAT.
 #include "ftpad-clang.h"
 #include "policy.h"
 #include "../runtime/include/ftpad_site.h"
 
 #include "llvm/ADT/Triple.h"
+#include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/IR/Constants.h"
+#include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/GlobalAlias.h"
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/InlineAsm.h"
@@ -40,6 +44,75 @@ FtpadConfig &ftpad_config()
 	return config;
 }
 
+const FtpadAbiInfo &ftpad_abi_info(const FtpadArch &arch, FtpadAbi abi)
+{
+	return abi == FTPAD_ABI_KERNEL ? arch.kernel : arch.user;
+}
+
+const FtpadArch *ftpad_arch_for(const Triple &triple)
+{
+	switch (triple.getArch()) {
+	case Triple::x86_64:
+		return &ftpad_arch_x86_64;
+	case Triple::aarch64:
+		return &ftpad_arch_aarch64;
+	default:
+		return nullptr;
+	}
+}
+
+void ftpad_config_defaults(FtpadConfig &c, const FtpadArch &arch)
+{
+	const FtpadAbiInfo &info = ftpad_abi_info(arch, c.abi);
+	if (!c.record_set)
+		c.record = info.default_record;
+	if (!c.after_set)
+		c.layout.after = info.default_after;
+	if (!c.ops_set)
+		c.ops = info.default_ops;
+}
+
+namespace {
+
+// Is the whole pad LLVM's own -fpatchable-function-entry, its record too
+// (the arm64 kernel ABI with record=patchable)?  Then no hook is needed.
+bool llvm_own_layout(const FtpadConfig &c, const FtpadArch &arch)
+{
+	return ftpad_abi_info(arch, c.abi).llvm_patchable_entry && c.record == FTPAD_RECORD_PATCHABLE;
+}
+
+// Does a pad with AFTER units need the code generator hook, with nothing to
+// fall back on?
+bool needs_hook(const FtpadConfig &c, const FtpadArch &arch, unsigned after)
+{
+	if (llvm_own_layout(c, arch))
+		return false;
+	return c.record == FTPAD_RECORD_MCOUNT || !arch.llvm_entry_suffices(c.abi, after);
+}
+
+} // namespace
+
+std::string ftpad_layout_problem(const FtpadConfig &c, const FtpadArch &arch, unsigned before,
+				 unsigned after)
+{
+	unsigned lo = ftpad_abi_info(arch, c.abi).min_after;
+	if (before > 255)
+		return "before must be 0 to 255";
+	if (after < lo || after > 255)
+		return "after must be " + std::to_string(lo) + " to 255";
+	if (!needs_hook(c, arch, after))
+		return "";
+	std::string what = c.record == FTPAD_RECORD_MCOUNT ? "an __mcount_loc record"
+			   : "after=" + std::to_string(after);
+	if (!c.codegen_here)
+		return what + " needs the code generated in this compile, and with -flto (or "
+			      "-emit-llvm) it is not (docs/clang-pass.md \"LTO\")";
+	if (!ftpad_machine_hook_installed())
+		return what + " needs the plugin's code generator hook, which could not be "
+			      "installed into this clang";
+	return "";
+}
+
 namespace {
 
 // Marks a module the pass has done, so that a second load of the plugin or
@@ -54,46 +127,13 @@ StringRef asm_name(const Function &F)
 	return n.startswith("\1") ? n.drop_front() : n;
 }
 
-// Does LLVM put endbr64 at F's entry?  X86IndirectBranchTracking does for
-// every function that is not local or has its address taken, once the
-// module has "cf-protection-branch" (-fcf-protection=branch|full), unless
-// the function is nocf_check.  The record takes F's address, so every
-// padded function counts as address-taken: the test is the module flag.
-bool has_endbr(const Function &F)
+void error(Function &F, const Twine &msg)
 {
-	auto *flag = mdconst::extract_or_null<ConstantInt>(
-		F.getParent()->getModuleFlag("cf-protection-branch"));
-	return flag && !flag->isZero() && !F.doesNoCfCheck();
-}
-
-// [filler][before x 0x90][ops slot], a whole number of `align` long so
-// that the entry keeps the alignment the pad starts at.
-Constant *prefix_bytes(LLVMContext &ctx, unsigned before, bool ops, unsigned align)
-{
-	static const uint8_t slot[OPS_SLOT] = {0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0};
-	// Multi-byte NOPs: the filler is never executed, but a disassembler
-	// reads it as NOPs rather than as garbage.
-	static const char *const nops[] = {
-		"", "\x90", "\x66\x90", "\x0f\x1f\x00", "\x0f\x1f\x40\x00",
-		"\x0f\x1f\x44\x00\x00", "\x66\x0f\x1f\x44\x00\x00",
-		"\x0f\x1f\x80\x00\x00\x00\x00",
-	};
-	unsigned used = before + (ops ? OPS_SLOT : 0);
-	unsigned filler = (align - used % align) % align;
-	std::string bytes;
-	for (unsigned left = filler; left;) {
-		unsigned n = left < 7 ? left : 7;
-		bytes.append(nops[n], n);
-		left -= n;
-	}
-	bytes.append(before, '\x90');
-	if (ops)
-		bytes.append(reinterpret_cast<const char *>(slot), OPS_SLOT);
-	return ConstantDataArray::getString(ctx, bytes, false);
+	F.getContext().diagnose(DiagnosticInfoUnsupported(F, "ftpad: " + msg));
 }
 
 // `target` - address of field `index` of `rec`, as an i32: the linker turns
-// it into a PC32 relocation, so the table needs no dynamic relocation.
+// it into a PC32/PREL32 relocation, so the table needs no dynamic relocation.
 Constant *relative(GlobalVariable *rec, unsigned index, Constant *target, int64_t addend)
 {
 	LLVMContext &ctx = rec->getContext();
@@ -111,90 +151,223 @@ Constant *relative(GlobalVariable *rec, unsigned index, Constant *target, int64_
 
 // A private global in `section`, in F's COMDAT group when it has one, so
 // that it goes wherever F goes.
-GlobalVariable *private_global(Function &F, Type *type, const Twine &name, StringRef section)
+GlobalVariable *private_global(Function &F, Type *type, bool constant, const Twine &name,
+			       StringRef section)
 {
-	auto *gv = new GlobalVariable(*F.getParent(), type, true, GlobalValue::PrivateLinkage,
+	auto *gv = new GlobalVariable(*F.getParent(), type, constant, GlobalValue::PrivateLinkage,
 				      nullptr, name);
 	gv->setSection(section);
 	gv->setComdat(F.getComdat());
 	return gv;
 }
 
-// An R_X86_64_NONE from F's text to its record (docs/format.md): gold
-// ignores SHF_LINK_ORDER when it collects garbage and would drop every
-// record.  The asm emits no bytes, only the relocation.
-void refer_to(Function &F, GlobalVariable *rec)
+// SHF_LINK_ORDER to F's section, and kept until the linker decides with F.
+void associate(Function &F, GlobalVariable *gv)
+{
+	gv->setMetadata(LLVMContext::MD_associated,
+			MDNode::get(F.getContext(), ValueAsMetadata::get(&F)));
+	appendToCompilerUsed(*F.getParent(), {gv});
+}
+
+// An R_*_NONE from F's text to its record (docs/format.md): gold ignores
+// SHF_LINK_ORDER when it collects garbage and would drop every record.
+// The asm emits no bytes, only the relocation.
+void refer_to(Function &F, GlobalVariable *rec, const FtpadArch &arch)
 {
 	LLVMContext &ctx = F.getContext();
 	auto *type = FunctionType::get(Type::getVoidTy(ctx), {rec->getType()}, false);
-	InlineAsm *reloc = InlineAsm::get(type, ".reloc ., R_X86_64_NONE, ${0:c}", "i", true);
+	InlineAsm *reloc = InlineAsm::get(
+		type, std::string(".reloc ., ") + arch.reloc_none + ", ${0:c}", "i", true);
 	BasicBlock &entry = F.getEntryBlock();
 	CallInst::Create(reloc, {rec}, "", &*entry.getFirstInsertionPt());
 }
 
-// F as the record refers to it.  In a shared object a default-visibility
+// IPRA in a code generator that never loads the plugin, such as lld's at a
+// -flto link (-Wl,-mllvm,-enable-ipra): callers keep values only in
+// registers they see F leave alone, so F "clobbers" the ones an enabled
+// site's callback may change, in an empty asm at its entry, where nothing
+// but the arguments is live.  It emits nothing, but it is a barrier that
+// the scheduler and the register allocator work around, so it is only
+// there where the plugin's own code generator will not run.
+void guard_registers(Function &F, const FtpadArch &arch)
+{
+	auto *type = FunctionType::get(Type::getVoidTy(F.getContext()), false);
+	InlineAsm *clobber = InlineAsm::get(type, "", arch.ipra_clobbers(F), true);
+	CallInst::Create(clobber, "", &*F.getEntryBlock().getFirstInsertionPt());
+}
+
+// F as a record refers to it.  In a shared object a default-visibility
 // function may be interposed, so a reference to its symbol needs a dynamic
 // relocation: the table would become writable, and read from the file it
 // would hold zeros.  A private alias is a local label the assembler resolves,
-// and it names this copy of F, the one whose pad the record describes.
+// and it names this copy of F, the one whose pad the record describes.  It
+// also stops LLVM from writing `F - .` of an unnamed_addr function (C++
+// inline functions) as a PLT-relative relocation: R_AARCH64_PLT32 is newer
+// than binutils 2.40.
 Constant *local_entry(Function &F)
 {
-	if (F.isDSOLocal())
+	if (F.isDSOLocal() && !F.hasGlobalUnnamedAddr())
 		return &F;
 	return GlobalAlias::create(F.getFunctionType(), F.getAddressSpace(),
 				   GlobalValue::PrivateLinkage, "__ftpad_entry", &F, F.getParent());
 }
 
-// docs/format.md "One record": 24 bytes in __ftpad_sites, SHF_LINK_ORDER
-// to F's section (!associated), kept by llvm.compiler.used until the
-// linker decides with F.
-void add_record(Function &F, FtpadLayout layout, bool ops, bool endbr)
+// What one padded function gets, worked out before anything is changed.
+struct Pad {
+	FtpadLayout layout;
+	unsigned landing;  // FTPAD_SITE_ENDBR/_BTI at the entry, or 0
+	bool ops;
+	unsigned pre;      // bytes from the start of `before` to the entry
+	unsigned mov;      // arch.mov_flag when the hook writes the MOV, else 0
+};
+
+// Will the code generator hook write this compile's code?  Only the frontend
+// knows that the IR is not written out for a later code generator (-flto,
+// -emit-llvm), which LLVM's own attributes, without the MOV, stand in for.
+bool hook_writes_code(const FtpadConfig &c)
+{
+	return c.from_frontend && c.codegen_here && ftpad_machine_hook_installed();
+}
+
+// docs/format.md "One record": 24 bytes in __ftpad_sites.
+void add_ftpad_record(Function &F, const FtpadConfig &c, const FtpadArch &arch, const Pad &p)
 {
 	LLVMContext &ctx = F.getContext();
 	Type *i8 = Type::getInt8Ty(ctx), *i16 = Type::getInt16Ty(ctx), *i32 = Type::getInt32Ty(ctx);
 	StructType *type = StructType::get(ctx, {i32, i32, i32, i32, i8, i8, i8, i8, i8, i8, i16});
 
 	Constant *str = ConstantDataArray::getString(ctx, asm_name(F));
-	GlobalVariable *name = private_global(F, str->getType(), "__ftpad_name", FTPAD_NAMES_SECTION);
+	GlobalVariable *name = private_global(F, str->getType(), true, "__ftpad_name",
+					      FTPAD_NAMES_SECTION);
 	name->setInitializer(str);
 	name->setAlignment(Align(1));
 
-	GlobalVariable *rec = private_global(F, type, "__ftpad_site", FTPAD_SITES_SECTION);
+	GlobalVariable *rec = private_global(F, type, true, "__ftpad_site", FTPAD_SITES_SECTION);
 	rec->setAlignment(Align(FTPAD_SITE_ALIGN));
-	rec->setMetadata(LLVMContext::MD_associated,
-			 MDNode::get(ctx, ValueAsMetadata::get(&F)));
 	Constant *entry = local_entry(F);
+	unsigned site = (p.landing ? 4 : 0) + arch.site_offset;
+	unsigned flags = p.landing | p.mov | ftpad_abi_info(arch, c.abi).layout_flags;
 	Constant *fields[] = {
 		relative(rec, 0, entry, 0),
-		relative(rec, 1, entry, endbr ? 4 : 0),
-		ops ? relative(rec, 2, entry, -int64_t(OPS_SLOT)) : ConstantInt::get(i32, 0),
+		relative(rec, 1, entry, site),
+		p.ops ? relative(rec, 2, entry, -int64_t(OPS_SLOT)) : ConstantInt::get(i32, 0),
 		relative(rec, 3, name, 0),
 		ConstantInt::get(i8, FTPAD_SITE_VERSION),
-		ConstantInt::get(i8, FTPAD_ARCH_X86_64),
-		ConstantInt::get(i8, layout.before),
-		ConstantInt::get(i8, layout.after),
-		ConstantInt::get(i8, 5),
+		ConstantInt::get(i8, arch.record_arch),
+		ConstantInt::get(i8, p.layout.before),
+		ConstantInt::get(i8, p.layout.after),
+		ConstantInt::get(i8, arch.site_bytes),
 		ConstantInt::get(i8, 0),
-		ConstantInt::get(i16, endbr ? FTPAD_SITE_ENDBR : 0),
+		ConstantInt::get(i16, flags),
 	};
 	rec->setInitializer(ConstantStruct::get(type, fields));
-	appendToCompilerUsed(*F.getParent(), {rec});
-	refer_to(F, rec);
+	associate(F, rec);
+	refer_to(F, rec, arch);
 }
 
-void pad(Function &F, FtpadLayout layout, bool ops)
+// GCC's __patchable_function_entries record, as the GCC plugin writes it:
+// the start of the area before the entry if there is one, else the first
+// unit behind the landing pad; an absolute address in a writable,
+// link-order section of F's own.
+void add_patchable_record(Function &F, const Pad &p)
 {
-	bool endbr = has_endbr(F);
-	// The ops slot must be 8-aligned, and a site behind ENDBR (entry+4)
-	// stays inside one 64-byte line only if the entry is 16-aligned.
-	unsigned align = endbr ? 16 : 8;
+	Type *i64 = Type::getInt64Ty(F.getContext());
+	int64_t offset = p.pre ? -int64_t(p.pre) : (p.landing ? 4 : 0);
+	GlobalVariable *rec = private_global(F, i64, false, "__ftpad_pfe",
+					     "__patchable_function_entries");
+	rec->setAlignment(Align(8));
+	rec->setInitializer(ConstantExpr::getAdd(ConstantExpr::getPtrToInt(local_entry(F), i64),
+						 ConstantInt::get(i64, offset)));
+	associate(F, rec);
+}
+
+void set_units(Function &F, const char *attr, unsigned units)
+{
+	if (units)
+		F.addFnAttr(attr, std::to_string(units));
+}
+
+// The entry's alignment, forced where the layout needs one of its own, and
+// the filler that makes the part before the entry a whole number of it.
+unsigned align_entry(Function &F, const FtpadAbiInfo &info, const FtpadArch &arch, const Pad &p)
+{
+	if (!info.own_alignment || !(p.ops || info.align_without_ops))
+		return 0;
+	unsigned align = arch.entry_align(p.landing);
 	if (F.getAlign() && F.getAlign()->value() > align)
 		align = F.getAlign()->value();
 	F.setAlignment(Align(align));
-	if (layout.before || ops)
-		F.setPrefixData(prefix_bytes(F.getContext(), layout.before, ops, align));
-	F.addFnAttr("patchable-function-entry", std::to_string(layout.after));
-	add_record(F, layout, ops, endbr);
+	// Applied where the prefix starts: the filler keeps it for the entry.
+	return (align - p.pre % align) % align;
+}
+
+// Before the entry: [filler][before][ops slot] as prefix data, or where the
+// ABI is LLVM's own -fpatchable-function-entry, its patchable prefix.
+void make_before_entry(Function &F, const FtpadConfig &c, const FtpadArch &arch, const Pad &p)
+{
+	const FtpadAbiInfo &info = ftpad_abi_info(arch, c.abi);
+	std::string prefix;
+	arch.append_filler(prefix, align_entry(F, info, arch, p));
+	if (llvm_own_layout(c, arch)) {
+		// Exactly -fpatchable-function-entry=B+2+A,B+2 (=B+A,B without the
+		// ops slot), LLVM's record pointing past the filler.
+		set_units(F, "patchable-function-prefix", p.layout.before + (p.ops ? 2 : 0));
+	} else if (info.before_everywhere && c.record == FTPAD_RECORD_MCOUNT) {
+		// CALL_PADDING as -fpatchable-function-entry=N,N gives it, with
+		// LLVM's own record, as on every other function.
+		set_units(F, "patchable-function-prefix", p.layout.before);
+	} else {
+		arch.append_nops(prefix, p.layout.before);
+		if (p.ops)
+			arch.append_ops_slot(prefix);
+	}
+	if (!prefix.empty())
+		F.setPrefixData(ConstantDataArray::getString(F.getContext(), prefix, false));
+}
+
+// After the entry: the hook's assembly, and LLVM's own patchable entry where
+// it is the layout or can stand in for it.
+void make_after_entry(Function &F, const FtpadConfig &c, const FtpadArch &arch, const Pad &p)
+{
+	if (!llvm_own_layout(c, arch))
+		F.addFnAttr(FTPAD_ENTRY_ASM, arch.entry_asm(c.abi, p.layout.after,
+							    c.record == FTPAD_RECORD_MCOUNT, p.mov));
+	if (!needs_hook(c, arch, p.layout.after))
+		set_units(F, "patchable-function-entry", p.layout.after);
+}
+
+void pad(Function &F, const FtpadConfig &c, const FtpadArch &arch, FtpadLayout layout)
+{
+	bool mov = c.abi == FTPAD_ABI_USER && hook_writes_code(c);
+	Pad p = {layout, arch.landing_pad_flag(F), c.ops,
+		 layout.before * arch.unit_bytes + (c.ops ? OPS_SLOT : 0), mov ? arch.mov_flag : 0};
+	// -fpatchable-function-entry= on the command line: the plugin's layout
+	// replaces it, except the kernel's CALL_PADDING before the entry.
+	if (ftpad_has_command_line_entry(F, c)) {
+		F.removeFnAttr("patchable-function-entry");
+		if (!ftpad_abi_info(arch, c.abi).before_everywhere || layout.before)
+			F.removeFnAttr("patchable-function-prefix");
+	}
+	make_before_entry(F, c, arch, p);
+	make_after_entry(F, c, arch, p);
+	if (!c.unsafe_ipra && !hook_writes_code(c))
+		guard_registers(F, arch);
+	if (c.record == FTPAD_RECORD_FTPAD)
+		add_ftpad_record(F, c, arch, p);
+	else if (c.record == FTPAD_RECORD_PATCHABLE && !llvm_own_layout(c, arch))
+		add_patchable_record(F, p);
+}
+
+// CALL_PADDING (x86_64 kernel, before=N): every function gets the N bytes
+// before its entry, notrace ones too, as Linux pads them for call depth
+// tracking; only a user's own patchable_function_entry wins.
+void pad_before_everywhere(Function &F, const FtpadConfig &c)
+{
+	bool users = (F.hasFnAttribute("patchable-function-entry") ||
+		      F.hasFnAttribute("patchable-function-prefix")) &&
+		     !ftpad_has_command_line_entry(F, c);
+	if (!users)
+		set_units(F, "patchable-function-prefix", c.layout.before);
 }
 
 // IPRA (-mllvm -enable-ipra) lets a caller keep values in call-clobbered
@@ -211,22 +384,50 @@ void ipra_off()
 		static_cast<cl::opt<bool> *>(o->second)->setValue(false);
 }
 
+// Why F may not be padded although the policy says so, or "".
+std::string cannot_pad(const Function &F, const FtpadConfig &c, const FtpadArch &arch,
+		       FtpadLayout layout)
+{
+	std::string why = arch.conflict(F);
+	if (why.empty())
+		why = ftpad_layout_problem(c, arch, layout.before, layout.after);
+	return why;
+}
+
 struct FtpadPass : PassInfoMixin<FtpadPass> {
-	PreservedAnalyses run(Module &M, ModuleAnalysisManager &)
+	PreservedAnalyses run(Module &M, ModuleAnalysisManager &MAM)
 	{
-		const FtpadConfig &c = ftpad_config();
+		FtpadConfig c = ftpad_config();
 		if (!c.unsafe_ipra)
 			ipra_off();
-		if (M.getNamedMetadata(DONE) || !Triple(M.getTargetTriple()).isX86())
+		if (M.getNamedMetadata(DONE))
 			return PreservedAnalyses::all();
 		M.getOrInsertNamedMetadata(DONE);
+		const FtpadArch *arch = ftpad_arch_for(Triple(M.getTargetTriple()));
+		if (!arch) {
+			M.getContext().emitError("ftpad: no pad layout for target " +
+						 M.getTargetTriple() + " (x86_64 and aarch64 only)");
+			return PreservedAnalyses::all();
+		}
+		ftpad_config_defaults(c, *arch);
+		const FtpadAbiInfo &info = ftpad_abi_info(*arch, c.abi);
+		auto &FAM = MAM.getResult<FunctionAnalysisManagerModuleProxy>(M).getManager();
 		for (Function &F : M) {
 			if (F.isDeclaration() || F.hasAvailableExternallyLinkage())
 				continue; // not emitted here
-			FtpadDecision d = ftpad_decide(F, c);
-			ftpad_report(F, d, c);
-			if (d.pad)
-				pad(F, d.layout, c.ops);
+			FtpadSize size = ftpad_estimate(F, FAM.getResult<TargetIRAnalysis>(F));
+			FtpadDecision d = ftpad_decide(F, c, size);
+			if (!ftpad_report(F, d, c, size))
+				error(F, "cannot write the report " + c.report);
+			if (d.pad) {
+				std::string why = cannot_pad(F, c, *arch, d.layout);
+				if (why.empty())
+					pad(F, c, *arch, d.layout);
+				else
+					error(F, asm_name(F) + ": " + why);
+			} else if (info.before_everywhere && c.layout.before) {
+				pad_before_everywhere(F, c);
+			}
 		}
 		return PreservedAnalyses::none();
 	}
@@ -237,7 +438,7 @@ struct FtpadPass : PassInfoMixin<FtpadPass> {
 
 extern "C" LLVM_ATTRIBUTE_WEAK __attribute__((visibility("default"))) PassPluginLibraryInfo llvmGetPassPluginInfo()
 {
-	return {LLVM_PLUGIN_API_VERSION, "ftpad", "0.1", [](PassBuilder &PB) {
+	return {LLVM_PLUGIN_API_VERSION, "ftpad", "0.2", [](PassBuilder &PB) {
 			PB.registerOptimizerLastEPCallback(
 				[](ModulePassManager &MPM, OptimizationLevel) {
 					MPM.addPass(FtpadPass());
