@@ -167,3 +167,89 @@ class Image:
             name = self.cstring(fields[3]) if fields[3] else None
             out.append(Site(addr, fields, name))
         return out
+
+
+# Layout checks of the user ABI for one architecture, shared by the tests of
+# every producer (tests/test_clang_pass*.py so far): each asserts everything
+# docs/format.md promises about one record of an image.
+CACHE_LINE = 64
+X86_OPS_SLOT = bytes.fromhex("0f1f840000000000")   # an 8-byte NOP until used
+A64_NOP = bytes.fromhex("1f2003d5")                # d503201f
+A64_BTI_C = bytes.fromhex("5f2403d5")              # d503245f, hint 34
+A64_MOV_X9_X30 = bytes.fromhex("e9031eaa")         # aa1e03e9
+
+
+def check_site_x86_64(image, site, before, after, ops=True, nop5=NOP5, exact_after=True):
+    """The x86_64 user layout: [before 0x90s][ops slot] entry: [endbr64]
+    [the 5-byte NOP nop5][after-5 bytes of NOPs].  With exact_after false,
+    NOPs of the function's own may follow (an aligned loop at its start)."""
+    import capstone
+    assert site.version == SITE_VERSION and site.arch == ARCH_X86_64 and site.site_len == 5
+    assert (site.before, site.after) == (before, after), site
+    head = image.read(site.entry, 4)
+    if site.flags & FLAG_ENDBR:
+        assert head == ENDBR64, f"{site.name}: flag ENDBR but entry has {head.hex()}"
+        assert site.site == site.entry + 4
+        assert site.entry % 16 == 0, f"{site.name}: entry behind ENDBR not 16-aligned"
+    else:
+        assert head != ENDBR64, f"{site.name}: ENDBR at entry but not in the record"
+        assert site.site == site.entry
+    assert image.read(site.site, 5) == nop5, f"{site.name}: site is not the 5-byte NOP"
+    assert site.site // CACHE_LINE == (site.site + 4) // CACHE_LINE, \
+        f"{site.name}: site at {site.site:#x} straddles a cache line"
+    rest = image.read(site.site + 5, after - 5 + 16, partial=True)
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    nop_bytes = 0
+    for insn in md.disasm(rest, site.site + 5):
+        if insn.mnemonic != "nop":
+            break
+        nop_bytes += insn.size
+    assert nop_bytes == after - 5 or (not exact_after and nop_bytes > after - 5), \
+        f"{site.name}: {nop_bytes} NOP bytes after the site"
+    check_before_entry(image, site, before, ops, 1, b"\x90", X86_OPS_SLOT)
+
+
+def check_site_aarch64(image, site, before, after, ops=True, mov=True):
+    """The aarch64 user layout: [before NOPs][ops slot: 2 NOPs] entry:
+    [bti c] then `mov x9, x30` (mov, flag MOV_X9) or a NOP the runtime
+    writes it into (not mov), the NOP site, and the rest of after."""
+    assert site.version == SITE_VERSION and site.arch == ARCH_AARCH64 and site.site_len == 4
+    assert (site.before, site.after) == (before, after), site
+    assert bool(site.flags & FLAG_MOV_X9) == mov, f"{site.name}: flags {site.flags:#x}"
+    assert site.entry % 4 == 0
+    first = site.entry
+    if site.flags & FLAG_BTI:
+        assert image.read(first, 4) == A64_BTI_C, f"{site.name}: flag BTI but no bti c"
+        first += 4
+    else:
+        assert image.read(first, 4) != A64_BTI_C, f"{site.name}: bti c but no flag BTI"
+    want = A64_MOV_X9_X30 if mov else A64_NOP
+    assert image.read(first, 4) == want, f"{site.name}: {image.read(first, 4).hex()} at {first:#x}"
+    assert site.site == first + 4, f"{site.name}: site is not the second unit"
+    rest = image.read(site.site, 4 * (after - 1))
+    assert rest == A64_NOP * (after - 1), f"{site.name}: after is {rest.hex()}"
+    check_before_entry(image, site, before, ops, 4, A64_NOP, A64_NOP * 2)
+
+
+def check_before_entry(image, site, before, ops, unit, nop, slot):
+    """Before the entry: `before` NOP units, then the 8-aligned ops slot
+    that ends at the entry, or none."""
+    if ops:
+        assert site.ops % 8 == 0, f"{site.name}: ops slot {site.ops:#x} not 8-aligned"
+        assert site.ops + 8 == site.entry, f"{site.name}: ops slot does not end at the entry"
+        assert image.read(site.ops - unit * before, unit * before + 8) == nop * before + slot
+    else:
+        assert site.ops == 0
+        assert image.read(site.entry - unit * before, unit * before) == nop * before
+
+
+def starts_with_pad(image, addr, arch, first=None):
+    """Does the function at ADDR start, behind its landing pad, with the
+    first unit of a pad (FIRST: by default the 5-byte NOP on x86_64 and
+    `mov x9, x30` on aarch64)?"""
+    code = image.read(addr, 9, partial=True)
+    if arch == "x86_64":
+        code = code[4:] if code.startswith(ENDBR64) else code
+        return code.startswith(first or NOP5)
+    code = code[4:] if code.startswith(A64_BTI_C) else code
+    return code.startswith(first or A64_MOV_X9_X30)
