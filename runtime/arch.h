@@ -26,9 +26,12 @@ extern const uint64_t ftpad_arch_slot_empty FTPAD_HIDDEN;
 
 /*
  * Check the record's pad as it is in memory right now, before anything is
- * patched, and fill site->kind.  Returns 0, or -EINVAL with *why set to a
- * reason for the log when the layout or bytes are not what the record
- * promises; such a site is never patched.
+ * patched.  site->entry, ->site_off and FTPAD_S_SLOT are set; the arch
+ * fills site->kind and may set FTPAD_S_PREP (the site needs
+ * ftpad_arch_site_prep() written once before it is first enabled) or
+ * FTPAD_S_PREPARED (that was done already).  Returns 0, or -EINVAL with
+ * *why set to a reason for the log when the layout or bytes are not what
+ * the record promises; such a site is never patched.
  */
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why) FTPAD_HIDDEN;
@@ -38,13 +41,27 @@ void ftpad_arch_site_nop(uint8_t *buf) FTPAD_HIDDEN;
 
 /*
  * The enabled site instruction: a call to the stub for site->kind in the
- * stub page at stubs, or, without use_slot, to the stub of the same kind
- * that ignores the ops slot and finds the ops in site->ops (patch.c calls a
- * site that way while it rewrites its slot).  Returns 0, or -ERANGE when
- * the stub is out of reach.
+ * stub page at stubs, the one of the full register save with regs.
+ * Returns 0, or -ERANGE when the stub is out of reach.
  */
-int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool use_slot,
+int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool regs,
 			 uint8_t *buf) FTPAD_HIDDEN;
+
+/*
+ * For a site with FTPAD_S_PREP: the one-time write (ftpad_arch_site_len
+ * bytes at *addr, right before the site) that must be in place before the
+ * site may call: aarch64's `mov x9, x30` into the first NOP of a NOP NOP
+ * pad.  Only ever written while the process is single-threaded.
+ */
+void ftpad_arch_site_prep(const struct ftpad_site *site, uintptr_t *addr,
+			  uint8_t *buf) FTPAD_HIDDEN;
+
+/*
+ * Whether the site instruction at addr, read now by this thread, is a call
+ * (to any stub).  Then the site's ops slot holds its struct ftpad_site, and
+ * the loads that follow see it (acquire).  Called inside ftpad_enter().
+ */
+bool ftpad_arch_site_calls(uintptr_t addr) FTPAD_HIDDEN;
 
 /* Bytes used in a module's stub page (a multiple of 8), and what they are
  * for a page mapped at address page. */
@@ -52,17 +69,18 @@ extern const size_t ftpad_arch_stubs_size FTPAD_HIDDEN;
 void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page) FTPAD_HIDDEN;
 
 /*
- * Change the site instructions of a batch (each poke is ftpad_arch_site_len
- * bytes at a site's addr, the enabled or disabled instruction) while other
- * threads may be executing them: every thread must execute either the old
- * or the new instruction, and all of them must see the new one once this
+ * Change the site instructions of a batch while other threads may be
+ * executing them: each change's pre bytes (its ops slot, a prep write)
+ * must be in place before the site can call, then the site becomes the
+ * change's new instruction.  Every thread must execute either the old or
+ * the new instruction, and all of them must see the new one once this
  * returns.  x86_64 uses the int3 protocol, aarch64 a single-instruction
  * write with cache maintenance; both end with ftpad_text_sync_cores().
  * While it runs, the generic code keeps site->patching set on each site
- * concerned (+1 becoming enabled, -1 becoming disabled), for a trap handler.
- * Returns 0 or the errors of ftpad_text_poke().
+ * concerned (+1 a call being written, -1 the NOP), for a trap handler.
+ * Returns 0 or the errors of ftpad_text_write().
  */
-int ftpad_arch_sites_write(struct ftpad_poke *pokes, size_t n) FTPAD_HIDDEN;
+int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n) FTPAD_HIDDEN;
 
 /* The n-th integer argument saved in regs (see ftpad_regs_get_argument()). */
 unsigned long ftpad_arch_regs_argument(const struct ftpad_regs *regs,

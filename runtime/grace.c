@@ -1,127 +1,209 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * grace.c - knowing when no thread can still hold a pointer it read while
- * dispatching, so that ops and replaced arrays can be given back.
+ * dispatching, so that ops and replaced arrays can be given back; and the
+ * per-thread state of dispatching (its depth, the busy count of
+ * libftpad's own calls, the recursion guard, errno's address).
  *
  * The scheme is the membarrier flavour of user-space RCU.  Each thread that
- * dispatches owns a slot in a static table, claimed on its first dispatch
- * (no malloc, so it works in signal handlers) and given back when it exits.
- * The slot's sequence number is odd while the thread is between
- * ftpad_enter() and ftpad_exit(), that is, from before it reads a site's ops
- * until after its callbacks return.  The thread updates it with plain stores
- * and a compiler barrier only; the writer pays instead: after unpublishing a
- * pointer it runs membarrier (a full barrier on every running thread), then
- * waits until every slot it saw odd has changed.  A thread that read the
- * old pointer had made its slot odd before, and the membarrier makes that
- * store visible; a thread that enters later reads the new pointer.
+ * dispatches owns a slot, claimed on its first dispatch without malloc (so
+ * it works in signal handlers and before constructors) and given back when
+ * it exits.  The slot's word w counts the dispatches the thread is in
+ * (depth) and, in its high bits, a generation bumped by every outermost
+ * one.  The thread changes w with single read-modify-write instructions
+ * and no fence; the writer pays instead: after unpublishing a pointer it
+ * runs membarrier (a full barrier on every running thread), then waits for
+ * every slot it saw inside a dispatch until its depth is 0 or its
+ * generation moved on.  A thread that read the old pointer had entered
+ * before, and the membarrier makes that visible; a thread that enters
+ * later reads the new pointer.
  *
- * Threads beyond the table's size share one counter (atomic increments);
- * the writer waits for it to reach zero, which may take longer under load.
+ * Slots live in chunks: a static first one, then chunks mmapped as more
+ * threads come (mmap is async-signal-safe), chained and never freed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-#define SLOTS 1024 /* slot 0 is the shared counter of the overflow threads */
+struct chunk {
+	struct chunk *next;                /* atomic: the list is only pushed onto */
+	struct ftpad_thread_slot *slots;
+	unsigned int n;
+	unsigned int used;                 /* atomic: slots below were claimed once */
+};
 
-static struct ftpad_thread_slot slots[SLOTS]; /* in .bss: no page until used */
-static unsigned int used = 1;        /* atomic: slots below this were claimed once */
+#define FIRST_SLOTS 256
+#define CHUNK_BYTES (64 * 1024)
+
+static struct ftpad_thread_slot first_slots[FIRST_SLOTS]; /* .bss: no page until used */
+static struct chunk first_chunk = { .slots = first_slots, .n = FIRST_SLOTS };
+static struct chunk *chunks = &first_chunk; /* atomic head */
 static pthread_key_t exit_key;
-static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static int exit_key_state; /* atomic: 0 none, 1 being made, 2 made */
 
 __thread struct ftpad_thread_slot *ftpad_slot __attribute__((tls_model("initial-exec")));
-__thread int ftpad_recursion __attribute__((tls_model("initial-exec")));
 
 static void release_slot(void *arg)
 {
 	struct ftpad_thread_slot *slot = arg;
 
 	ftpad_slot = NULL;
-	if (slot != &slots[0])
-		__atomic_store_n(&slot->owned, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&slot->w, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->owned, 0, __ATOMIC_RELEASE);
 }
 
-static void make_exit_key(void)
+/* The key whose destructor frees a thread's slot.  pthread_once is not
+ * async-signal-safe, so a compare-and-swap decides who makes it; a thread
+ * that loses the race this once simply keeps its slot when it exits. */
+static void note_thread_exit(struct ftpad_thread_slot *slot)
 {
-	pthread_key_create(&exit_key, release_slot);
+	int state = __atomic_load_n(&exit_key_state, __ATOMIC_ACQUIRE);
+
+	if (state == 0 && __atomic_compare_exchange_n(&exit_key_state, &state, 1, false,
+						      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (pthread_key_create(&exit_key, release_slot) == 0)
+			__atomic_store_n(&exit_key_state, 2, __ATOMIC_RELEASE);
+		state = __atomic_load_n(&exit_key_state, __ATOMIC_ACQUIRE);
+	}
+	if (state == 2)
+		pthread_setspecific(exit_key, slot);
 }
 
-/* Raise used to at least n: the writer scans slots below it. */
-static void note_used(unsigned int n)
+static void note_used(struct chunk *c, unsigned int n)
 {
-	unsigned int old = __atomic_load_n(&used, __ATOMIC_ACQUIRE);
+	unsigned int old = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
 
-	while (old < n && !__atomic_compare_exchange_n(&used, &old, n, false,
+	while (old < n && !__atomic_compare_exchange_n(&c->used, &old, n, false,
 							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		;
 }
 
-struct ftpad_thread_slot *ftpad_claim_slot(void)
+static struct ftpad_thread_slot *claim_in(struct chunk *c)
 {
-	struct ftpad_thread_slot *slot = &slots[0];
-
-	pthread_once(&exit_key_once, make_exit_key);
-	for (unsigned int i = 1; i < SLOTS; i++) {
+	for (unsigned int i = 0; i < c->n; i++) {
 		int free_ = 0;
 
-		if (__atomic_compare_exchange_n(&slots[i].owned, &free_, 1, false,
+		if (__atomic_load_n(&c->slots[i].owned, __ATOMIC_RELAXED))
+			continue;
+		if (__atomic_compare_exchange_n(&c->slots[i].owned, &free_, 1, false,
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			note_used(i + 1);
-			slot = &slots[i];
-			slot->errno_ptr = &errno;
-			break;
+			note_used(c, i + 1);
+			return &c->slots[i];
 		}
 	}
+	return NULL;
+}
+
+/* A new chunk, pushed on the list; NULL when mmap fails. */
+static struct chunk *grow(void)
+{
+	void *mem = mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+	struct chunk *c, *head;
+
+	if (mem == MAP_FAILED)
+		return NULL;
+	/* The slots first (64-aligned), the header in the last slot's room. */
+	c = (struct chunk *)((char *)mem + CHUNK_BYTES - sizeof(struct ftpad_thread_slot));
+	c->slots = mem;
+	c->n = CHUNK_BYTES / sizeof(struct ftpad_thread_slot) - 1;
+	c->used = 0;
+	head = __atomic_load_n(&chunks, __ATOMIC_ACQUIRE);
+	do
+		c->next = head;
+	while (!__atomic_compare_exchange_n(&chunks, &head, c, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE));
+	return c;
+}
+
+struct ftpad_thread_slot *ftpad_claim_slot(void)
+{
+	struct ftpad_thread_slot *slot = NULL;
+	int saved_errno = errno;
+
+	for (struct chunk *c = __atomic_load_n(&chunks, __ATOMIC_ACQUIRE); c && !slot; c = c->next)
+		slot = claim_in(c);
+	while (!slot) {
+		struct chunk *c = grow();
+
+		if (!c) {
+			errno = saved_errno;
+			return NULL;
+		}
+		slot = claim_in(c);
+	}
+	slot->w = 0;
+	slot->guard = 0;
+	slot->errno_ptr = &errno;
 	ftpad_slot = slot;
-	pthread_setspecific(exit_key, slot);
+	note_thread_exit(slot);
+	errno = saved_errno;
 	return slot;
 }
 
-/* Wait until the slot leaves the dispatch it was in when seen as seq. */
+/* Wait until the slot leaves the dispatch it was in when its word was w. */
 static void wait_slot(const struct ftpad_thread_slot *slot)
 {
-	unsigned long seq = __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE);
+	unsigned long w = __atomic_load_n(&slot->w, __ATOMIC_ACQUIRE), now;
 
-	if (slot == &slots[0]) {
-		while (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE))
-			sched_yield();
+	if (!(w & FTPAD_DEPTH_MASK))
 		return;
-	}
-	if (!(seq & 1))
-		return;
-	while (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) == seq)
+	for (;;) {
+		now = __atomic_load_n(&slot->w, __ATOMIC_ACQUIRE);
+		if (!(now & FTPAD_DEPTH_MASK) || (now ^ w) >= FTPAD_GEN_ONE)
+			return;
 		sched_yield();
+	}
 }
 
 void ftpad_grace_wait(void)
 {
-	unsigned int n;
-
 	/* Make every running thread's slot stores visible before reading them. */
 	ftpad_text_sync_cores();
-	n = __atomic_load_n(&used, __ATOMIC_ACQUIRE);
-	for (unsigned int i = 0; i < n; i++)
-		if (&slots[i] != ftpad_slot)
-			wait_slot(&slots[i]);
+	for (struct chunk *c = __atomic_load_n(&chunks, __ATOMIC_ACQUIRE); c; c = c->next) {
+		unsigned int n = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+
+		for (unsigned int i = 0; i < n; i++)
+			if (&c->slots[i] != ftpad_slot)
+				wait_slot(&c->slots[i]);
+	}
 }
 
 /* The child of fork has one thread: the others' slots mean nothing there. */
-static void forget_other_threads(void)
+void ftpad_grace_fork_child(void)
 {
-	/* Threads of the parent counted in the shared slot are gone too. */
-	for (unsigned int i = 0; i < SLOTS; i++)
-		if (&slots[i] != ftpad_slot)
-			slots[i].owned = 0, slots[i].seq = 0;
+	for (struct chunk *c = chunks; c; c = c->next)
+		for (unsigned int i = 0; i < c->used; i++)
+			if (&c->slots[i] != ftpad_slot)
+				c->slots[i].owned = 0, c->slots[i].w = 0;
 }
 
-__attribute__((constructor(101))) static void grace_init(void)
+int ftpad_recursion_trylock(void)
 {
-	/* Before anything can be enabled, so before any dispatch. */
-	slots[0].shared = 1;
-	pthread_atfork(NULL, NULL, forget_other_threads);
+	struct ftpad_thread_slot *t = ftpad_slot ? ftpad_slot : ftpad_claim_slot();
+
+	if (!t)
+		return -ENOMEM;
+	if (t->guard)
+		return -EBUSY;
+	/* Plain increments: a signal handler between load and store leaves
+	 * the guard as it found it. */
+	t->guard++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void ftpad_recursion_unlock(void)
+{
+	struct ftpad_thread_slot *t = ftpad_slot;
+
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (t && t->guard)
+		t->guard--;
 }

@@ -18,20 +18,47 @@
 
 #define FTPAD_HIDDEN __attribute__((visibility("hidden")))
 
-/* One patchable site, with its addresses resolved for this process. */
-struct ftpad_site {
-	uintptr_t entry;        /* the function's entry: the ip callbacks see */
-	uintptr_t addr;         /* the patchable instruction */
-	uintptr_t slot;         /* the 8-byte ops slot before the entry; 0: none */
-	const char *name;       /* NULL when neither record nor symbols name it */
-	struct ftpad_ops *ops;  /* what an enabled site dispatches to (atomic) */
-	struct ftpad_ops *want; /* scratch of ftpad_update_sites() */
-	uint16_t flags;         /* enum ftpad_site_flags */
-	uint8_t kind;           /* which trampoline stub the site calls (arch) */
-	int8_t patching;        /* atomic: +1/-1 while being enabled/disabled */
-	bool enabled;           /* the site currently calls its stub */
-	bool moving;            /* scratch: enabled, and its slot is being rewritten */
+/* struct ftpad_site.state bits; written under ftpad_lock only. */
+enum {
+	FTPAD_S_SLOT = 1 << 0,      /* the function has an ops slot at entry - 8 */
+	FTPAD_S_ENABLED = 1 << 1,   /* the site calls a stub */
+	FTPAD_S_REGS = 1 << 2,      /* ... the stub of the full register save */
+	FTPAD_S_WANT_REGS = 1 << 3, /* scratch: an ops on it has SAVE_REGS */
+	FTPAD_S_PREP = 1 << 4,      /* needs the arch's one-time write first */
+	FTPAD_S_PREPARED = 1 << 5,  /* ... which was done */
+	FTPAD_S_SLOTTED = 1 << 6,   /* the slot holds a pointer to this site */
+	FTPAD_S_BATCH = 1 << 7,     /* scratch: in the batch being written */
 };
+
+/*
+ * One patchable site, with its addresses resolved for this process.  An
+ * enabled site's ops slot holds a pointer to this structure, which lives
+ * as long as its module, so the slot is written only when the site goes
+ * from disabled to enabled (and back to its NOPs after a grace period once
+ * disabled): changing what an enabled site calls is a store to ->ops.
+ */
+struct ftpad_site {
+	struct ftpad_ops *ops;  /* first (trampolines load it): what it dispatches to; atomic */
+	uintptr_t entry;        /* the function's entry: the ip callbacks see */
+	const char *name;       /* NULL when neither record nor symbols name it */
+	struct ftpad_ops *want; /* scratch of ftpad_update_sites() */
+	uint16_t flags;         /* enum ftpad_site_flags of the record */
+	uint8_t site_off;       /* the patchable instruction is at entry + site_off */
+	uint8_t kind;           /* which trampoline stub the site calls (arch) */
+	int8_t patching;        /* atomic: +1/-1 while a call/the NOP is being written */
+	uint8_t target_regs;    /* atomic: the call being written goes to the REGS stub */
+	uint8_t state;          /* FTPAD_S_* */
+};
+
+static inline uintptr_t ftpad_site_addr(const struct ftpad_site *s)
+{
+	return s->entry + s->site_off;
+}
+
+static inline uintptr_t ftpad_site_slot(const struct ftpad_site *s)
+{
+	return s->state & FTPAD_S_SLOT ? s->entry - 8 : 0;
+}
 
 /* A FUNC symbol of a module, with its run-time address. */
 struct ftpad_sym {
@@ -81,6 +108,13 @@ struct ftpad_module {
 /* The lock every update of modules, ops and text takes. */
 extern pthread_mutex_t ftpad_lock FTPAD_HIDDEN;
 
+/* alloc.c: libftpad never calls malloc (early.c); these map memory
+ * instead.  ftpad_alloc() memory is zeroed. */
+void *ftpad_alloc(size_t size) FTPAD_HIDDEN;
+void *ftpad_realloc(void *block, size_t size) FTPAD_HIDDEN;
+void ftpad_free(void *block) FTPAD_HIDDEN;
+void ftpad_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) FTPAD_HIDDEN;
+
 /* log.c */
 void ftpad_log(enum ftpad_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3))) FTPAD_HIDDEN;
@@ -96,11 +130,16 @@ void ftpad_modules_free_unloaded(void) FTPAD_HIDDEN;
 /* Under no lock: after dlopen or dlclose, find the new modules, forget the
  * old ones, and patch what the registered ops want in the new ones. */
 void ftpad_modules_changed(void) FTPAD_HIDDEN;
+/* Whether the tables were read at least once (before that, dlopen and
+ * dlclose have nothing to update). */
+bool ftpad_modules_scanned(void) FTPAD_HIDDEN;
 struct ftpad_module *ftpad_modules(void) FTPAD_HIDDEN;   /* list head, lock-free */
 struct ftpad_module *ftpad_module_of(uintptr_t addr) FTPAD_HIDDEN;
 struct ftpad_site *ftpad_site_by_addr(uintptr_t addr) FTPAD_HIDDEN;
 struct ftpad_site *ftpad_site_by_entry(uintptr_t entry) FTPAD_HIDDEN;
 int ftpad_module_prot(const struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
+/* The end of the segment holding addr: merged writes never cross it. */
+uintptr_t ftpad_module_limit(const struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
 const ElfW(Shdr) *ftpad_module_section(const struct ftpad_module *mod, const char *name,
 				       unsigned type) FTPAD_HIDDEN;
 
@@ -109,107 +148,162 @@ int ftpad_module_load_symbols(struct ftpad_module *mod) FTPAD_HIDDEN;
 void ftpad_load_all_symbols(void) FTPAD_HIDDEN;
 const struct ftpad_sym *ftpad_module_symbol(struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
 const struct ftpad_sym *ftpad_symbol_of(uintptr_t addr) FTPAD_HIDDEN;
+/* fork: the symbol table lock, taken around fork like ftpad_lock. */
+void ftpad_symbols_fork_prepare(bool may_block) FTPAD_HIDDEN;
+void ftpad_symbols_fork_done(bool child) FTPAD_HIDDEN;
 
-/* text.c: writing code (or other read-only mappings) safely. */
+/*
+ * text.c: writing to code (or other read-only mappings) safely.  A poke
+ * writes len bytes at addr, within the mapping that ends at limit.
+ */
 struct ftpad_poke {
 	uintptr_t addr;
+	uintptr_t limit;   /* end of the mapping addr is in: no merged write crosses it */
 	int prot;          /* the protection to restore after an mprotect write */
-	uint8_t len;       /* 1..8; an 8-byte aligned 8-byte poke is one store */
-	uint8_t bytes[8];
-	/*
-	 * true: no thread can read these bytes as a whole while they change
-	 * (or each byte alone is fine), so they may go out in one write with
-	 * their neighbours, which are rewritten with their current values.
-	 * false: written on their own, an aligned slot in one store.
-	 */
-	bool mergeable;
+	uint8_t len;       /* 0..24 (0: nothing to write) */
+	uint8_t bytes[24];
 };
-int ftpad_text_poke(struct ftpad_poke *pokes, size_t n) FTPAD_HIDDEN;
+
+/* Fills out with part number `part` of one item of a batch. */
+typedef void (*ftpad_part_fn)(const void *item, int part, struct ftpad_poke *out);
+
+/*
+ * Write one part of each of n items (stride bytes apart): what part_of
+ * gives for each, in the order given, which should be by address.  With
+ * mergeable, no thread reads any of these bytes as a whole while they
+ * change (or each byte alone is fine), so neighbouring pokes go out in one
+ * write with the bytes between them, rewritten unchanged; without, each
+ * poke is a write of its own (an aligned 4 or 8 bytes in one store).
+ * Nothing is allocated.  Returns 0, or -EPERM/-EACCES when both
+ * /proc/self/mem and mprotect are refused, -EIO when the bytes read back
+ * differ.
+ */
+int ftpad_text_write(const void *items, size_t n, size_t stride, ftpad_part_fn part_of, int part,
+		     bool mergeable) FTPAD_HIDDEN;
+/* n pokes, as ftpad_text_write(). */
+int ftpad_text_poke(const struct ftpad_poke *pokes, size_t n, bool mergeable) FTPAD_HIDDEN;
+
+/*
+ * One site of a batch of site changes (arch.h ftpad_arch_sites_write()):
+ * its new instruction, and the bytes right before it to write first (the
+ * ops slot, a one-time prep instruction, and what lies between them and
+ * the site, unchanged).
+ */
+struct ftpad_change {
+	uintptr_t site;
+	uintptr_t limit;   /* end of the segment it is in */
+	int prot;          /* that segment's protection */
+	uint8_t pre_len;   /* bytes of pre, which ends at the site */
+	uint8_t insn[8];   /* the site's new instruction (ftpad_arch_site_len bytes) */
+	uint8_t pre[16];
+};
+
 /* Make every thread of the process execute a core-serializing instruction
  * (membarrier SYNC_CORE) before it runs user code again.  0 or -errno. */
 int ftpad_text_sync_cores(void) FTPAD_HIDDEN;
 
-/* grace.c: see there for the scheme. */
+/*
+ * grace.c: see there for the scheme.  A thread's slot word w packs, from
+ * the low bits: the depth of dispatches it is in (nested when callbacks
+ * call traced functions), a busy count (inside libftpad's locked calls:
+ * nothing is dispatched) and a generation that counts outermost dispatches.
+ * Every change is a single read-modify-write of w by its owner, so a
+ * signal handler, whose own changes are balanced, cannot corrupt it.
+ */
+#define FTPAD_DEPTH_MASK 0xfffful
+/* Dispatches nested deeper than this are dropped: a callback that traces
+ * itself (an ops with no filter and no FTPAD_OPS_FL_RECURSION) then costs
+ * calls, not the stack. */
+#define FTPAD_MAX_DEPTH 255ul
+#define FTPAD_BUSY_ONE 0x10000ul
+#define FTPAD_BUSY_MASK 0xff0000ul
+#define FTPAD_GEN_ONE 0x1000000ul
+
 struct ftpad_thread_slot {
-	unsigned long seq; /* odd inside ftpad_enter()..ftpad_exit(); slot 0: a count */
-	int owned;         /* atomic: a live thread owns the slot */
-	int shared;        /* slot 0 only: threads that found no free slot */
-	int *errno_ptr;    /* the owner's errno (NULL in the shared slot) */
+	unsigned long w;     /* see above */
+	int *errno_ptr;      /* the owner's errno */
+	unsigned long guard; /* FTPAD_OPS_FL_RECURSION callbacks running on the owner */
+	int owned;           /* atomic: a live thread owns the slot */
 } __attribute__((aligned(64)));
 extern __thread struct ftpad_thread_slot *ftpad_slot
 	__attribute__((tls_model("initial-exec"))) FTPAD_HIDDEN;
-extern __thread int ftpad_recursion __attribute__((tls_model("initial-exec"))) FTPAD_HIDDEN;
+/* The calling thread's slot, claimed without malloc; NULL if none can be had. */
 struct ftpad_thread_slot *ftpad_claim_slot(void) FTPAD_HIDDEN;
 /* Return once every thread that was dispatching when it was called is out. */
 void ftpad_grace_wait(void) FTPAD_HIDDEN;
+void ftpad_grace_fork_child(void) FTPAD_HIDDEN;
 
 /*
- * Every arch's trampoline entry brackets reading a site's ops and the
- * dispatch with these.  ftpad_enter() returns false (and nothing must be
- * done) when this thread is already inside a callback or inside libftpad.
+ * Every dispatch is bracketed by these.  ftpad_enter() returns NULL (and
+ * nothing must be done) when this thread is inside libftpad's locked calls,
+ * nested FTPAD_MAX_DEPTH deep, or has no slot.
  */
-static inline bool ftpad_enter(void)
+static inline struct ftpad_thread_slot *ftpad_enter(void)
 {
-	struct ftpad_thread_slot *slot;
+	struct ftpad_thread_slot *t = ftpad_slot;
+	unsigned long w;
 
-	if (ftpad_recursion)
-		return false;
-	/* From here a signal handler's dispatch on this thread backs off. */
-	ftpad_recursion = 1;
+	if (!t && !(t = ftpad_claim_slot()))
+		return NULL;
+	w = __atomic_load_n(&t->w, __ATOMIC_RELAXED);
+	if ((w & FTPAD_BUSY_MASK) || (w & FTPAD_DEPTH_MASK) >= FTPAD_MAX_DEPTH)
+		return NULL;
+	/* A new generation for an outermost dispatch: the writer tells it
+	 * from the one it saw.  Computed from a read a signal handler may
+	 * follow, but that handler leaves the depth as it found it. */
+	__atomic_fetch_add(&t->w, (w & FTPAD_DEPTH_MASK) ? 1 : FTPAD_GEN_ONE + 1,
+			   __ATOMIC_RELAXED);
+	/* The writer's membarrier orders this before the ops loads. */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	slot = ftpad_slot ? ftpad_slot : ftpad_claim_slot();
-	if (__builtin_expect(slot->shared, 0))
-		__atomic_fetch_add(&slot->seq, 1, __ATOMIC_SEQ_CST);
-	else
-		__atomic_store_n(&slot->seq, slot->seq + 1, __ATOMIC_RELAXED);
-	/* The writer's membarrier orders this store before the ops load. */
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	return true;
+	return t;
 }
 
-static inline void ftpad_exit(void)
+static inline void ftpad_exit(struct ftpad_thread_slot *t)
 {
-	struct ftpad_thread_slot *slot = ftpad_slot;
-
-	if (__builtin_expect(slot->shared, 0))
-		__atomic_fetch_sub(&slot->seq, 1, __ATOMIC_SEQ_CST);
-	else
-		__atomic_store_n(&slot->seq, slot->seq + 1, __ATOMIC_RELEASE);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	ftpad_recursion = 0;
+	__atomic_fetch_sub(&t->w, 1, __ATOMIC_RELEASE);
+}
+
+/* Whether this thread is inside a callback (or a lookup). */
+static inline bool ftpad_in_dispatch(void)
+{
+	struct ftpad_thread_slot *t = ftpad_slot;
+
+	return t && (__atomic_load_n(&t->w, __ATOMIC_RELAXED) & FTPAD_DEPTH_MASK);
 }
 
 /* ops.c */
 extern unsigned long ftpad_traps FTPAD_HIDDEN; /* atomic: see ftpad_stats.traps */
-/* The ops whose callback this thread runs, for ftpad_regs_set_ip(). */
-extern __thread struct ftpad_ops *ftpad_current_ops
-	__attribute__((tls_model("initial-exec"))) FTPAD_HIDDEN;
-/* Dispatch with its own recursion guard, for an entry without ftpad_enter(). */
-void ftpad_dispatch(uintptr_t ip, uintptr_t parent_ip, struct ftpad_ops *ops,
-		    struct ftpad_regs *regs) FTPAD_HIDDEN;
 
 /*
- * Call ops (a list ops calls each of its ops), between ftpad_enter() and
- * ftpad_exit(): inlined into the arch entry, as it runs on every call.
- * The traced function has not run yet, so it must find errno untouched.
+ * The registers a trampoline saved: struct ftpad_pt_regs (arch, ftpad.h),
+ * then the ops being called (for ftpad_regs_set_ip()), whether everything
+ * was saved (FTPAD_OPS_FL_SAVE_REGS), and the 8 vector argument registers
+ * (xmm0-7, q0-q7).  trampoline_<arch>.S builds it; keep them in step.
  */
-static inline void ftpad_dispatch_entered(uintptr_t ip, uintptr_t parent_ip,
-					  struct ftpad_ops *ops, struct ftpad_regs *regs)
-{
-	int *errno_ptr = ftpad_slot->errno_ptr ? ftpad_slot->errno_ptr : &errno;
-	int saved_errno = *errno_ptr;
+struct ftpad_regs {
+	struct ftpad_pt_regs pt;
+	struct ftpad_ops *ops;
+	unsigned long full;
+	unsigned char vec[8][16] __attribute__((aligned(16)));
+};
 
-	ftpad_current_ops = ops;
-	ops->func(ip, parent_ip, ops, regs);
-	ftpad_current_ops = NULL;
-	*errno_ptr = saved_errno;
-}
+/*
+ * The dispatch of one call, for every trampoline path written in C: find
+ * the site's ops (through the slot when the site, read now, calls a stub,
+ * else by address), call it with errno preserved.
+ */
+void ftpad_dispatch_site(uintptr_t ip, uintptr_t parent_ip, struct ftpad_regs *regs,
+			 uintptr_t site, uintptr_t slot) FTPAD_HIDDEN;
 struct ftpad_ops *ftpad_registered(void) FTPAD_HIDDEN;
 bool ftpad_ops_match(const struct ftpad_ops *ops, const char *name) FTPAD_HIDDEN;
+/* An ops that traces every site: no filter, no notrace list. */
+bool ftpad_ops_all(const struct ftpad_ops *ops) FTPAD_HIDDEN;
 void ftpad_free_filter(void *filter) FTPAD_HIDDEN;
 /* The sorted entries of the functions one ops traces (ops->internal.entries). */
 struct ftpad_entries {
 	struct ftpad_entries *retired; /* patch.c's list of replaced arrays */
+	bool all;                      /* every site: ip[] is empty */
 	size_t n;
 	uintptr_t ip[];
 };
@@ -219,18 +313,31 @@ extern struct ftpad_ops ftpad_list_ops FTPAD_HIDDEN;
 
 /* patch.c: make every site match the registered ops; under ftpad_lock. */
 int ftpad_update_sites(void) FTPAD_HIDDEN;
-/*
- * For the arch entry, inside ftpad_enter(): the ops of the site at addr,
- * read from the ops slot at slot when the arch has just seen the site call
- * a stub that reads it, else (slot 0) from the site's ->ops.  NULL: the
- * call raced with disabling the site; drop it.
- */
-struct ftpad_ops *ftpad_site_ops(uintptr_t addr, uintptr_t slot) FTPAD_HIDDEN;
+/* In a child forked in the middle of an update: the state from the code. */
+void ftpad_sites_resync(void) FTPAD_HIDDEN;
 /* Free what was replaced, after a grace period: when anything was replaced,
  * or always with force (an ops was unregistered).  Under ftpad_lock. */
 void ftpad_reclaim(bool force) FTPAD_HIDDEN;
+/* A pointer dispatching threads may hold was just unpublished: the next
+ * ftpad_reclaim() must wait for a grace period even if one just ended. */
+void ftpad_note_unpublished(void) FTPAD_HIDDEN;
 
 /* tracer.c */
 void ftpad_tracer_start(void) FTPAD_HIDDEN;
+
+/* early.c: very early tracing (FTPAD_EARLY). */
+struct ftpad_early_entry {
+	unsigned long ip, parent_ip;
+	int tid;
+	char comm[17];
+};
+/* envp: the environment (getenv() finds nothing before libc is set up). */
+void ftpad_early_start(char **envp) FTPAD_HIDDEN;
+bool ftpad_early_active(void) FTPAD_HIDDEN;
+/* Stop: the n entries recorded (and how many did not fit). */
+const struct ftpad_early_entry *ftpad_early_stop(size_t *n, size_t *dropped) FTPAD_HIDDEN;
+/* 's' in libftpad.a (early_preinit.c, which this pulls in), 'd' in
+ * libftpad.so (starthook.c: the tracer starts right before main). */
+extern const char ftpad_link_kind FTPAD_HIDDEN;
 
 #endif /* FTPAD_INTERNAL_H */

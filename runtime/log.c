@@ -59,7 +59,13 @@ const char *ftpad_strerror(int err)
 	case ENOENT:
 		return "no such ops, function or symbol";
 	case EBUSY:
-		return "the ops is already registered";
+		return "the ops is already registered, or another FTPAD_OPS_FL_IPMODIFY ops "
+		       "redirects one of its functions";
+	case EAGAIN:
+		return "an aarch64 kernel-ABI pad (NOP NOP) needs its mov x9, x30 written while "
+		       "the process is single-threaded";
+	case EDEADLK:
+		return "not allowed from inside a callback";
 	default:
 		return strerror(err < 0 ? -err : err);
 	}

@@ -33,6 +33,7 @@ pthread_mutex_t ftpad_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct ftpad_module *modules; /* atomic list head */
 static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
+static bool scanned; /* the tables were read once */
 /* Modules unlinked after a dlclose, freed by ftpad_modules_reclaim(). */
 static struct ftpad_module *gone;
 
@@ -55,6 +56,19 @@ int ftpad_module_prot(const struct ftpad_module *mod, uintptr_t addr)
 		if (mod->segs[i].lo <= addr && addr < mod->segs[i].hi)
 			return mod->segs[i].prot;
 	return -1;
+}
+
+uintptr_t ftpad_module_limit(const struct ftpad_module *mod, uintptr_t addr)
+{
+	for (int i = 0; i < mod->nsegs; i++)
+		if (mod->segs[i].lo <= addr && addr < mod->segs[i].hi)
+			return mod->segs[i].hi;
+	return addr;
+}
+
+bool ftpad_modules_scanned(void)
+{
+	return scanned;
 }
 
 static bool in_exec_segment(const struct ftpad_module *mod, uintptr_t addr, size_t len)
@@ -84,13 +98,6 @@ static struct ftpad_site *site_search(uintptr_t key, size_t off)
 	return &mod->sites[lo];
 }
 
-struct ftpad_site *ftpad_site_by_addr(uintptr_t addr)
-{
-	struct ftpad_site *s = site_search(addr, offsetof(struct ftpad_site, addr));
-
-	return s && s->addr == addr ? s : NULL;
-}
-
 struct ftpad_site *ftpad_site_by_entry(uintptr_t entry)
 {
 	/* Sites are sorted by address, and so by entry: functions do not nest. */
@@ -99,11 +106,27 @@ struct ftpad_site *ftpad_site_by_entry(uintptr_t entry)
 	return s && s->entry == entry ? s : NULL;
 }
 
+struct ftpad_site *ftpad_site_by_addr(uintptr_t addr)
+{
+	/* The site follows its entry within a few bytes. */
+	struct ftpad_site *s = site_search(addr, offsetof(struct ftpad_site, entry));
+
+	return s && ftpad_site_addr(s) == addr ? s : NULL;
+}
+
 static int cmp_site(const void *a, const void *b)
 {
 	const struct ftpad_site *x = a, *y = b;
 
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
+	return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+static bool sites_sorted(const struct ftpad_site *s, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (s[i - 1].entry >= s[i].entry)
+			return false;
+	return true;
 }
 
 static void set_segments(struct ftpad_module *mod, const struct dl_phdr_info *info)
@@ -198,7 +221,27 @@ static void warn_site(const struct ftpad_module *mod, const struct ftpad_site *s
 		ftpad_warn("%s: warning: ftpad: %s: %s; not patched\n", mod->path, s->name, why);
 	else
 		ftpad_warn("%s: warning: ftpad: site at %#lx: %s; not patched\n", mod->path,
-			   (unsigned long)(s->addr - mod->base), why);
+			   (unsigned long)(ftpad_site_addr(s) - mod->base), why);
+}
+
+/* What is wrong with the record's addresses, or NULL. */
+static const char *check_addresses(const struct ftpad_module *mod,
+				   const struct ftpad_site_record *rec, struct ftpad_site *s)
+{
+	uintptr_t addr = ftpad_site_field_addr(&rec->site), slot = ftpad_site_field_addr(&rec->ops);
+
+	if (rec->arch != ftpad_arch_id)
+		return "it was made for another architecture";
+	if (addr < s->entry || addr - s->entry > 64)
+		return "the site does not follow the entry";
+	s->site_off = addr - s->entry;
+	if (slot && slot + 8 != s->entry)
+		return "the ops slot does not end at the entry";
+	if (!in_exec_segment(mod, s->entry, 1) || !in_exec_segment(mod, addr, ftpad_arch_site_len) ||
+	    (slot && !in_exec_segment(mod, slot, 8)))
+		return "its addresses are outside the module's code";
+	s->state |= slot ? FTPAD_S_SLOT : 0;
+	return NULL;
 }
 
 /* Turn one record into a site; returns 0 if it is patchable. */
@@ -209,8 +252,6 @@ static int add_site(struct ftpad_module *mod, const struct ftpad_site_record *re
 
 	memset(s, 0, sizeof(*s));
 	s->entry = ftpad_site_field_addr(&rec->entry);
-	s->addr = ftpad_site_field_addr(&rec->site);
-	s->slot = ftpad_site_field_addr(&rec->ops);
 	s->flags = rec->flags;
 	if (rec->name) {
 		uintptr_t name = ftpad_site_field_addr(&rec->name);
@@ -220,12 +261,8 @@ static int add_site(struct ftpad_module *mod, const struct ftpad_site_record *re
 		else
 			why = "its name is outside the module";
 	}
-	if (rec->arch != ftpad_arch_id)
-		why = "it was made for another architecture";
-	else if (!in_exec_segment(mod, s->entry, 1) ||
-		 !in_exec_segment(mod, s->addr, ftpad_arch_site_len) ||
-		 (s->slot && !in_exec_segment(mod, s->slot, 8)))
-		why = "its addresses are outside the module's code";
+	if (!why)
+		why = check_addresses(mod, rec, s);
 	if (!why && ftpad_arch_site_init(rec, s, &why) == 0)
 		return 0;
 	warn_site(mod, s, why);
@@ -258,13 +295,15 @@ static int read_sites(struct ftpad_module *mod)
 			return -EINVAL;
 		}
 	}
-	mod->sites = calloc(n ? n : 1, sizeof(*mod->sites));
+	mod->sites = ftpad_alloc((n ? n : 1) * sizeof(*mod->sites));
 	if (!mod->sites)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		if (rec[i].version && add_site(mod, &rec[i], &mod->sites[kept]) == 0)
 			kept++;
-	qsort(mod->sites, kept, sizeof(*mod->sites), cmp_site);
+	/* The linker keeps the records in address order: usually no sort. */
+	if (!sites_sorted(mod->sites, kept))
+		ftpad_sort(mod->sites, kept, sizeof(*mod->sites), cmp_site);
 	mod->nsites = kept;
 	return 0;
 }
@@ -296,16 +335,15 @@ static bool is_self(const struct ftpad_module *mod, bool first)
 	return !first && mod->lo <= self && self < mod->hi;
 }
 
-/* The program's name for messages. */
-static char *program_path(void)
+/* The program's name for messages, in buf. */
+static const char *program_path(char *buf, size_t size)
 {
-	char buf[4096];
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	ssize_t n = readlink("/proc/self/exe", buf, size - 1);
 
 	if (n <= 0)
-		return strdup("[program]");
+		return "[program]";
 	buf[n] = 0;
-	return strdup(buf);
+	return buf;
 }
 
 /* The module loaded at lo from the file called name, if we have it. */
@@ -319,29 +357,28 @@ static struct ftpad_module *known(uintptr_t lo, const char *name, bool first)
 
 static int add_module(struct dl_phdr_info *info, bool first)
 {
-	struct ftpad_module *mod = calloc(1, sizeof(*mod));
-	const char *name = info->dlpi_name;
+	struct ftpad_module probe = { 0 }, *mod, *old;
+	const char *name = info->dlpi_name, *path;
+	char exe[4096];
 	int err = 0;
 
-	if (!mod)
-		return -ENOMEM;
-	struct ftpad_module *old;
-
-	set_segments(mod, info);
-	old = mod->nsegs ? known(mod->lo, name, first) : NULL;
-	if (!mod->nsegs || old) {
+	set_segments(&probe, info);
+	old = probe.nsegs ? known(probe.lo, name, first) : NULL;
+	if (!probe.nsegs || old) {
 		if (old)
 			old->seen = true;
-		free(mod);
 		return 0;
 	}
-	mod->seen = true;
 	/* The program has no name; vdso-like modules have no file. */
-	mod->path = first && !*name ? program_path() : strdup(*name ? name : "[anonymous]");
-	if (!mod->path) {
-		free(mod);
+	path = first && !*name ? program_path(exe, sizeof(exe)) : *name ? name : "[anonymous]";
+	/* The module and its path in one block. */
+	mod = ftpad_alloc(sizeof(*mod) + strlen(path) + 1);
+	if (!mod)
 		return -ENOMEM;
-	}
+	*mod = probe;
+	mod->path = (char *)(mod + 1);
+	strcpy(mod->path, path);
+	mod->seen = true;
 	if (first && !*name)
 		name = "/proc/self/exe"; /* still right if the file was replaced */
 	if (strchr(name, '/') && map_file(mod, name, info) == 0 && !is_self(mod, first))
@@ -395,6 +432,7 @@ static void forget_unloaded(void)
 		ftpad_debug("ftpad: %s: unloaded, %zu sites forgotten\n", m->path, m->nsites);
 		/* m->next stays, for readers standing on m right now. */
 		__atomic_store_n(pp, m->next, __ATOMIC_RELEASE);
+		ftpad_note_unpublished();
 		m->gone = gone;
 		gone = m;
 	}
@@ -405,6 +443,7 @@ int ftpad_modules_refresh(void)
 	struct scan scan = { 0, 0 };
 
 	dl_iterate_phdr(scan_one, &scan);
+	scanned = true;
 	if (scan.err) {
 		last_adds = ~0ull; /* retry next time */
 		for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
@@ -432,9 +471,8 @@ void ftpad_modules_free_unloaded(void)
 			munmap((void *)m->stubs, page);
 		if (m->map)
 			munmap((void *)m->map, m->map_size);
-		free(m->syms);
-		free(m->sites);
-		free(m->path);
-		free(m);
+		ftpad_free(m->syms);
+		ftpad_free(m->sites);
+		ftpad_free(m);
 	}
 }

@@ -6,17 +6,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fnmatch.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "arch.h"
 #include "internal.h"
 
-__thread struct ftpad_ops *ftpad_current_ops __attribute__((tls_model("initial-exec")));
-
 unsigned long ftpad_traps;
 
-#define KNOWN_FLAGS (FTPAD_OPS_FL_ENABLED | FTPAD_OPS_FL_IPMODIFY | FTPAD_OPS_FL_RECURSION)
+#define KNOWN_FLAGS (FTPAD_OPS_FL_ENABLED | FTPAD_OPS_FL_IPMODIFY | FTPAD_OPS_FL_RECURSION | \
+		     FTPAD_OPS_FL_SAVE_REGS)
 
 /* Registered ops, in registration order; readers follow next lock-free. */
 static struct ftpad_ops *registered;
@@ -44,6 +42,13 @@ static bool filter_has(const struct filter *f, const char *name)
 	return false;
 }
 
+bool ftpad_ops_all(const struct ftpad_ops *ops)
+{
+	const struct filter *f = ops->internal.filter, *nt = ops->internal.notrace;
+
+	return (!f || !f->n) && (!nt || !nt->n);
+}
+
 bool ftpad_ops_match(const struct ftpad_ops *ops, const char *name)
 {
 	const struct filter *f = ops->internal.filter;
@@ -61,6 +66,8 @@ static bool ops_traces(const struct ftpad_ops *ops, uintptr_t ip)
 							__ATOMIC_ACQUIRE);
 	size_t lo = 0, hi = e ? e->n : 0;
 
+	if (e && e->all)
+		return true;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
@@ -74,7 +81,12 @@ static bool ops_traces(const struct ftpad_ops *ops, uintptr_t ip)
 	return false;
 }
 
-/* The ops of functions traced by more than one ops: calls each in turn. */
+/*
+ * The ops of functions traced by more than one ops: calls each in turn.
+ * An ops that wants the full register save is skipped on a call that came
+ * through the other trampoline: that happens only while the site is being
+ * switched over for it (Linux's list func does the same).
+ */
 static void list_func(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *list,
 		      struct ftpad_regs *regs)
 {
@@ -82,42 +94,93 @@ static void list_func(unsigned long ip, unsigned long parent_ip, struct ftpad_op
 	for (struct ftpad_ops *ops = ftpad_registered(); ops; ops = next_ops(ops)) {
 		if (!ops_traces(ops, ip))
 			continue;
-		ftpad_current_ops = ops;
-		ops->func(ip, parent_ip, ops, regs);
+		regs->ops = ops;
+		ops->internal.call(ip, parent_ip, ops, regs);
 	}
 }
 
-struct ftpad_ops ftpad_list_ops = { .func = list_func };
+struct ftpad_ops ftpad_list_ops = { .func = list_func, .internal.call = list_func };
 
-void ftpad_dispatch(uintptr_t ip, uintptr_t parent_ip, struct ftpad_ops *ops,
-		    struct ftpad_regs *regs)
+/*
+ * What the trampoline calls for an ops with FTPAD_OPS_FL_RECURSION or
+ * FTPAD_OPS_FL_SAVE_REGS (Linux's ftrace_ops_assist_func): the recursion
+ * guard, and no call with a partial register save for an ops that wants
+ * the full one (a thread that entered the old trampoline while the site
+ * was being switched to the full save).
+ */
+static void assist(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+		   struct ftpad_regs *regs)
 {
-	int saved_errno = errno;
+	struct ftpad_thread_slot *t = ftpad_slot;
 
-	ftpad_recursion++;
-	ftpad_current_ops = ops;
+	if ((ops->flags & FTPAD_OPS_FL_SAVE_REGS) && !regs->full)
+		return;
+	if (!(ops->flags & FTPAD_OPS_FL_RECURSION)) {
+		ops->func(ip, parent_ip, ops, regs);
+		return;
+	}
+	if (t->guard)
+		return;
+	/* Plain increments: a signal handler between load and store leaves
+	 * the guard as it found it. */
+	t->guard++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	ops->func(ip, parent_ip, ops, regs);
-	ftpad_current_ops = NULL;
-	ftpad_recursion--;
-	errno = saved_errno;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->guard--;
+}
+
+void ftpad_dispatch_site(uintptr_t ip, uintptr_t parent_ip, struct ftpad_regs *regs,
+			 uintptr_t site, uintptr_t slot)
+{
+	struct ftpad_thread_slot *t = ftpad_enter();
+	struct ftpad_site *s;
+	struct ftpad_ops *ops;
+	int saved_errno;
+
+	if (!t)
+		return;
+	/* The slot is read only while the site calls: see patch.c. */
+	if (slot && ftpad_arch_site_calls(site))
+		s = (struct ftpad_site *)__atomic_load_n((uintptr_t *)slot, __ATOMIC_RELAXED);
+	else
+		s = ftpad_site_by_addr(site);
+	ops = s ? __atomic_load_n(&s->ops, __ATOMIC_ACQUIRE) : NULL;
+	if (ops) {
+		saved_errno = *t->errno_ptr;
+		regs->ops = ops;
+		ops->internal.call(ip, parent_ip, ops, regs);
+		*t->errno_ptr = saved_errno;
+	}
+	ftpad_exit(t);
 }
 
 /* Changing ops from a callback would wait for that very callback to end. */
 static bool in_callback(void)
 {
-	return ftpad_current_ops != NULL;
+	return ftpad_in_dispatch();
+}
+
+/* This thread's calls (in signal handlers too) reach no callback while it
+ * is busy inside libftpad: it may be half way through a change. */
+static void busy(long delta)
+{
+	struct ftpad_thread_slot *t = ftpad_slot ? ftpad_slot : ftpad_claim_slot();
+
+	if (t)
+		__atomic_fetch_add(&t->w, delta * (long)FTPAD_BUSY_ONE, __ATOMIC_RELAXED);
 }
 
 /* Take the lock and keep this thread's own calls out of callbacks meanwhile. */
 static void lock(void)
 {
 	pthread_mutex_lock(&ftpad_lock);
-	ftpad_recursion++;
+	busy(1);
 }
 
 static void unlock(void)
 {
-	ftpad_recursion--;
+	busy(-1);
 	pthread_mutex_unlock(&ftpad_lock);
 }
 
@@ -137,6 +200,7 @@ static void unlink_ops(struct ftpad_ops *ops)
 		pp = &(*pp)->internal.next;
 	/* ops->internal.next stays, for readers standing on ops right now. */
 	__atomic_store_n(pp, ops->internal.next, __ATOMIC_RELEASE);
+	ftpad_note_unpublished();
 	ops->flags &= ~FTPAD_OPS_FL_ENABLED;
 }
 
@@ -171,6 +235,8 @@ int ftpad_register_ops(struct ftpad_ops *ops)
 	err = -EBUSY;
 	if (is_registered(ops))
 		goto out;
+	ops->internal.call = ops->flags & (FTPAD_OPS_FL_RECURSION | FTPAD_OPS_FL_SAVE_REGS)
+				     ? assist : ops->func;
 	err = ftpad_modules_refresh();
 	if (!err)
 		err = check_ipmodify(ops);
@@ -215,49 +281,60 @@ out:
 	return err;
 }
 
-/* Split "a, b*,c" into a filter holding the globs, after those of old. */
+/* The next glob of a list: *len bytes at the returned start (blanks
+ * around it dropped), *rest past its comma; NULL at the end. */
+static const char *next_glob(const char *p, size_t *len, const char **rest)
+{
+	const char *end;
+
+	for (;;) {
+		p += strspn(p, " \t\n");
+		if (!*p)
+			return NULL;
+		end = p + strcspn(p, ",");
+		*rest = *end ? end + 1 : end;
+		while (end > p && strchr(" \t\n", end[-1]))
+			end--;
+		if (end > p) {
+			*len = end - p;
+			return p;
+		}
+		p = *rest;
+	}
+}
+
+/* A filter holding old's globs, then those of "a, b*,c": one block, the
+ * strings after the pointers (no malloc: see alloc.c). */
 static struct filter *parse_filter(const struct filter *old, const char *globs)
 {
-	size_t n = old ? old->n : 0, max = n + 1;
+	size_t n = old ? old->n : 0, bytes = 0, len;
+	const char *g, *rest;
 	struct filter *f;
-	char *copy, *save = NULL;
+	char *str;
 
-	for (const char *p = globs; *p; p++)
-		max += *p == ',';
-	f = calloc(1, sizeof(*f) + max * sizeof(f->globs[0]));
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(old->globs[i]) + 1;
+	for (rest = globs; (g = next_glob(rest, &len, &rest));)
+		n++, bytes += len + 1;
+	f = ftpad_alloc(sizeof(*f) + n * sizeof(f->globs[0]) + bytes);
 	if (!f)
 		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!(f->globs[f->n++] = strdup(old->globs[i])))
-			goto fail;
-	copy = strdup(globs);
-	if (!copy)
-		goto fail;
-	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char *end = tok + strlen(tok);
-
-		tok += strspn(tok, " \t\n");
-		while (end > tok && strchr(" \t\n", end[-1]))
-			*--end = 0;
-		if (*tok && !(f->globs[f->n++] = strdup(tok))) {
-			free(copy);
-			goto fail;
-		}
+	str = (char *)&f->globs[n];
+	for (size_t i = 0; old && i < old->n; i++) {
+		f->globs[f->n++] = strcpy(str, old->globs[i]);
+		str += strlen(str) + 1;
 	}
-	free(copy);
+	for (rest = globs; (g = next_glob(rest, &len, &rest));) {
+		f->globs[f->n++] = memcpy(str, g, len);
+		str[len] = 0;
+		str += len + 1;
+	}
 	return f;
-fail:
-	ftpad_free_filter(f);
-	return NULL;
 }
 
 void ftpad_free_filter(void *filter)
 {
-	struct filter *f = filter;
-
-	for (size_t i = 0; f && i < f->n; i++)
-		free(f->globs[i]);
-	free(f);
+	ftpad_free(filter);
 }
 
 /* Replace or extend one of ops' glob lists, then re-patch if registered. */
@@ -325,16 +402,22 @@ int ftpad_regs_set_ip(struct ftpad_regs *regs, unsigned long ip)
 {
 	if (!regs || !ip)
 		return -EINVAL;
-	if (!ftpad_current_ops || !(ftpad_current_ops->flags & FTPAD_OPS_FL_IPMODIFY))
+	if (!regs->ops || !(regs->ops->flags & FTPAD_OPS_FL_IPMODIFY))
 		return -EPERM;
 	ftpad_arch_regs_set_ip(regs, ip);
 	return 0;
 }
 
+struct ftpad_pt_regs *ftpad_get_pt_regs(struct ftpad_regs *regs)
+{
+	return regs && regs->full ? &regs->pt : NULL;
+}
+
 void ftpad_modules_changed(void)
 {
-	/* From a callback, the next ftpad_* call outside one picks it up. */
-	if (in_callback())
+	/* From a callback, the next ftpad_* call outside one picks it up;
+	 * before the first call that needed the tables, nothing to do. */
+	if (in_callback() || !ftpad_modules_scanned())
 		return;
 	lock();
 	if (!ftpad_modules_refresh() && ftpad_registered())
@@ -355,7 +438,7 @@ int ftpad_get_stats(struct ftpad_stats *st)
 		s.modules += m->nsites > 0;
 		s.sites += m->nsites;
 		for (size_t i = 0; i < m->nsites; i++)
-			s.enabled += m->sites[i].enabled;
+			s.enabled += !!(m->sites[i].state & FTPAD_S_ENABLED);
 	}
 	ftpad_reclaim(false);
 	unlock();
@@ -366,35 +449,55 @@ int ftpad_get_stats(struct ftpad_stats *st)
 }
 
 /*
- * At load: find the sites of everything loaded with the program (reading
- * tables only, writing nothing), then start the built-in tracer if the
- * environment asks for it.
- */
-/*
- * fork: take the lock around it, so that the child never starts with the
- * lock held by a thread it does not have, nor with a batch half written.
- * From inside a callback, only if it is free: its holder may be waiting
- * for this very callback to end.
+ * fork: take the locks around it, so that the child never starts with one
+ * held by a thread it does not have, nor with a batch half written.  From
+ * inside a callback, only if they are free: their holder may be waiting
+ * for this very callback to end.  If one was not free, its holder was in
+ * the middle of a change; the child, the only thread left, makes the locks
+ * new, reads the state of every site back from the code, and the next
+ * change rewrites any site left half written (patch.c).
  */
 static bool fork_locked;
 
 static void fork_prepare(void)
 {
-	fork_locked = in_callback() ? !pthread_mutex_trylock(&ftpad_lock)
-				    : !pthread_mutex_lock(&ftpad_lock);
+	bool may_block = !in_callback();
+
+	fork_locked = may_block ? !pthread_mutex_lock(&ftpad_lock)
+				: !pthread_mutex_trylock(&ftpad_lock);
+	ftpad_symbols_fork_prepare(may_block);
 }
 
-static void fork_done(void)
+static void fork_parent(void)
 {
+	ftpad_symbols_fork_done(false);
 	if (fork_locked)
 		pthread_mutex_unlock(&ftpad_lock);
 }
 
-__attribute__((constructor(101))) static void ftpad_init(void)
+static void fork_child(void)
 {
-	pthread_atfork(fork_prepare, fork_done, fork_done);
-	lock();
-	ftpad_modules_refresh();
-	unlock();
+	ftpad_grace_fork_child();
+	ftpad_symbols_fork_done(true);
+	if (fork_locked) {
+		pthread_mutex_unlock(&ftpad_lock);
+	} else {
+		pthread_mutex_init(&ftpad_lock, NULL);
+		ftpad_sites_resync();
+	}
+}
+
+/*
+ * At load: nothing but the fork handlers and the built-in tracer, if the
+ * environment asks for it.  The site tables are read at the first call
+ * that needs them, so a program that traces nothing pays nothing.
+ */
+__attribute__((constructor(102))) static void ftpad_init(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	/* Tracing early in libftpad.so: the tracer takes over right before
+	 * main (starthook.c), so that the constructors are traced early too. */
+	if (ftpad_early_active() && ftpad_link_kind == 'd')
+		return;
 	ftpad_tracer_start();
 }

@@ -18,6 +18,21 @@
 
 /* Taken only to build a table; never held while calling out. */
 static pthread_mutex_t sym_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool fork_locked;
+
+/* As ftpad_lock around fork (ops.c): a callback may be building a table. */
+void ftpad_symbols_fork_prepare(bool may_block)
+{
+	fork_locked = may_block ? !pthread_mutex_lock(&sym_lock) : !pthread_mutex_trylock(&sym_lock);
+}
+
+void ftpad_symbols_fork_done(bool child)
+{
+	if (fork_locked)
+		pthread_mutex_unlock(&sym_lock);
+	else if (child)
+		pthread_mutex_init(&sym_lock, NULL);
+}
 
 static bool is_function(const ElfW(Sym) *sym)
 {
@@ -56,7 +71,7 @@ static size_t read_table(const struct ftpad_module *mod, const ElfW(Shdr) *symta
 	strs = (const char *)mod->map + strtab->sh_offset;
 	if (strs[strtab->sh_size - 1])
 		return 0;
-	syms = malloc((n ? n : 1) * sizeof(*syms));
+	syms = ftpad_alloc((n ? n : 1) * sizeof(*syms));
 	if (!syms)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
@@ -69,7 +84,7 @@ static size_t read_table(const struct ftpad_module *mod, const ElfW(Shdr) *symta
 		syms[kept].global = ELF64_ST_BIND(sym[i].st_info) == STB_GLOBAL;
 		kept++;
 	}
-	qsort(syms, kept, sizeof(*syms), cmp_sym);
+	ftpad_sort(syms, kept, sizeof(*syms), cmp_sym);
 	*out = syms;
 	return kept;
 }
@@ -153,12 +168,12 @@ static const char *name_of(unsigned long ip)
 const char *ftpad_lookup_name(unsigned long ip)
 {
 	/* Counted as dispatching, so that dlclose does not free the module
-	 * under us (outside a callback; inside one, we already are). */
-	bool entered = ftpad_enter();
+	 * under us (inside libftpad's locked calls, the lock does that). */
+	struct ftpad_thread_slot *t = ftpad_enter();
 	const char *name = name_of(ip);
 
-	if (entered)
-		ftpad_exit();
+	if (t)
+		ftpad_exit(t);
 	if (!name)
 		errno = ENOENT;
 	return name;
@@ -185,14 +200,14 @@ static int format_symbol(unsigned long addr, char *buf, size_t size)
 
 int ftpad_lookup_symbol(unsigned long addr, char *buf, size_t size)
 {
-	bool entered;
+	struct ftpad_thread_slot *t;
 	int len;
 
 	if (!buf && size)
 		return -EINVAL;
-	entered = ftpad_enter(); /* as in ftpad_lookup_name() */
+	t = ftpad_enter(); /* as in ftpad_lookup_name() */
 	len = format_symbol(addr, buf, size);
-	if (entered)
-		ftpad_exit();
+	if (t)
+		ftpad_exit(t);
 	return len;
 }

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <linux/membarrier.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,13 +43,6 @@ static int open_mem(void)
 	return mem_fd < 0 ? -errno : mem_fd;
 }
 
-static int cmp_poke(const void *a, const void *b)
-{
-	const struct ftpad_poke *x = a, *y = b;
-
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 static int pwrite_all(int fd, const void *buf, size_t len, uintptr_t addr)
 {
 	ssize_t r = pwrite(fd, buf, len, (off_t)addr);
@@ -56,107 +50,13 @@ static int pwrite_all(int fd, const void *buf, size_t len, uintptr_t addr)
 	return r == (ssize_t)len ? 0 : r < 0 ? -errno : -EIO;
 }
 
-/*
- * How many pokes from p on can go out in one write: mergeable ones within
- * one page (so the bytes between them are surely mapped), at most max.
- */
-static size_t run_length(const struct ftpad_poke *p, size_t n, uintptr_t page)
+static uintptr_t page_size(void)
 {
-	size_t k = 1;
+	static uintptr_t size;
 
-	if (!p[0].mergeable)
-		return 1;
-	while (k < n && p[k].mergeable &&
-	       (p[k].addr & ~(page - 1)) == (p[0].addr & ~(page - 1)) &&
-	       ((p[k].addr + p[k].len - 1) & ~(page - 1)) == (p[0].addr & ~(page - 1)))
-		k++;
-	return k;
-}
-
-/*
- * One pwrite per run of mergeable pokes in a page: the syscall, not the
- * bytes, is what costs (100,000 sites took 100,000s of writes).  The bytes
- * between the pokes are copied from memory and written back unchanged.
- */
-static int poke_procmem(struct ftpad_poke *p, size_t n)
-{
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	int fd = open_mem();
-	uint8_t *buf;
-
-	if (fd < 0)
-		return fd;
-	buf = malloc(page);
-	if (!buf)
-		return -ENOMEM;
-	qsort(p, n, sizeof(*p), cmp_poke);
-	for (size_t i = 0; i < n;) {
-		size_t k = run_length(p + i, n - i, page);
-		uintptr_t lo = p[i].addr, hi = p[i + k - 1].addr + p[i + k - 1].len;
-		int err;
-
-		memcpy(buf, (const void *)lo, hi - lo);
-		for (size_t j = i; j < i + k; j++)
-			memcpy(buf + (p[j].addr - lo), p[j].bytes, p[j].len);
-		err = k == 1 ? pwrite_all(fd, p[i].bytes, p[i].len, p[i].addr)
-			     : pwrite_all(fd, buf, hi - lo, lo);
-		if (err) {
-			free(buf);
-			return err;
-		}
-		i += k;
-	}
-	free(buf);
-	return 0;
-}
-
-static void store(const struct ftpad_poke *p)
-{
-	/* A slot is rewritten in one store, so a racing reader sees old or new. */
-	if (p->len == 8 && p->addr % 8 == 0) {
-		uint64_t v;
-
-		memcpy(&v, p->bytes, 8);
-		__atomic_store_n((uint64_t *)p->addr, v, __ATOMIC_RELEASE);
-	} else {
-		memcpy((void *)p->addr, p->bytes, p->len);
-	}
-	/* Code written by a plain store must reach the instruction side: cache
-	 * maintenance on aarch64, nothing on x86.  /proc/self/mem writes get
-	 * it from the kernel. */
-	__builtin___clear_cache((char *)p->addr, (char *)p->addr + p->len);
-}
-
-/* Pokes sorted by address; each run of pages with one protection at once. */
-static int poke_mprotect(struct ftpad_poke *p, size_t n)
-{
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-
-	qsort(p, n, sizeof(*p), cmp_poke);
-	for (size_t i = 0; i < n;) {
-		uintptr_t lo = p[i].addr & ~(page - 1);
-		uintptr_t hi = (p[i].addr + p[i].len + page - 1) & ~(page - 1);
-		size_t j = i + 1;
-
-		while (j < n && p[j].prot == p[i].prot && (p[j].addr & ~(page - 1)) <= hi) {
-			uintptr_t end = (p[j].addr + p[j].len + page - 1) & ~(page - 1);
-
-			hi = end > hi ? end : hi;
-			j++;
-		}
-		if (mprotect((void *)lo, hi - lo, p[i].prot | PROT_WRITE) < 0)
-			return -errno;
-		for (; i < j; i++)
-			store(&p[i]);
-		if (mprotect((void *)lo, hi - lo, p[j - 1].prot) < 0) {
-			int err = -errno;
-
-			ftpad_warn("ftpad: error: cannot restore the protection of %#lx-%#lx: %s\n",
-				   (unsigned long)lo, (unsigned long)hi, ftpad_strerror(err));
-			return err;
-		}
-	}
-	return 0;
+	if (!size)
+		size = (uintptr_t)sysconf(_SC_PAGESIZE);
+	return size;
 }
 
 static enum method forced_method(void)
@@ -170,49 +70,267 @@ static enum method forced_method(void)
 	return M_UNKNOWN;
 }
 
-static int verify(const struct ftpad_poke *p, size_t n)
+/*
+ * A batch goes out in runs: pokes in increasing order, within one mapping
+ * with one protection, each on the page of the one before or the next (so
+ * that no page without a poke is touched).  Through /proc/self/mem a run
+ * is one pwrite of the bytes from its first poke to its last, those
+ * between copied from memory and written back unchanged: the syscall and
+ * the kernel's walk of each page, not the bytes, are what cost.  Through
+ * mprotect a run is one mprotect pair around the stores.  State is static,
+ * so that writing code needs no malloc (the very early tracer writes
+ * before constructors); it is used under ftpad_lock, or by the early
+ * tracer before anything else runs.
+ */
+#define RUN_BYTES (128 * 1024)
+
+static uint8_t run_buf[RUN_BYTES];
+
+struct writer {
+	const char *items;
+	size_t stride;
+	ftpad_part_fn part_of;
+	int part;
+	bool mergeable;
+	enum method forced;
+};
+
+static void piece(const struct writer *w, size_t i, struct ftpad_poke *p)
 {
-	for (size_t i = 0; i < n; i++)
-		if (memcmp((void *)p[i].addr, p[i].bytes, p[i].len))
-			return -EIO;
+	w->part_of(w->items + i * w->stride, w->part, p);
+}
+
+/* Whether p continues the run that started at first and ends at hi. */
+static bool continues(const struct ftpad_poke *first, uintptr_t hi, const struct ftpad_poke *p,
+		      size_t max_bytes)
+{
+	uintptr_t page = page_size();
+
+	return p->limit == first->limit && p->prot == first->prot && p->addr >= hi &&
+	       p->addr + p->len <= p->limit && p->addr + p->len - first->addr <= max_bytes &&
+	       (p->addr & ~(page - 1)) <= ((hi - 1) & ~(page - 1)) + page;
+}
+
+/*
+ * The run from item i: its end (one past its last item) and its bytes
+ * [*lo, *hi).  Items whose part is empty are skipped; *lo == *hi when there
+ * is nothing from i on.  max_bytes bounds it (the /proc/self/mem buffer).
+ */
+static size_t run_end(const struct writer *w, size_t i, size_t n, size_t max_bytes, uintptr_t *lo,
+		      uintptr_t *hi, int *prot)
+{
+	struct ftpad_poke first, p;
+
+	*lo = *hi = 0;
+	for (; i < n; i++) {
+		piece(w, i, &first);
+		if (first.len)
+			break;
+	}
+	if (i == n)
+		return n;
+	*lo = first.addr;
+	*hi = first.addr + first.len;
+	*prot = first.prot;
+	for (i++; w->mergeable && i < n; i++) {
+		piece(w, i, &p);
+		if (!p.len)
+			continue;
+		if (!continues(&first, *hi, &p, max_bytes))
+			break;
+		*hi = p.addr + p.len;
+	}
+	return i;
+}
+
+static int run_procmem(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi)
+{
+	struct ftpad_poke p;
+	int fd = open_mem(), err;
+
+	if (fd < 0)
+		return fd;
+	memcpy(run_buf, (const void *)lo, hi - lo);
+	for (; i < j; i++) {
+		piece(w, i, &p);
+		if (p.len)
+			memcpy(run_buf + (p.addr - lo), p.bytes, p.len);
+	}
+	err = pwrite_all(fd, run_buf, hi - lo, lo);
+	return err ? err : memcmp((void *)lo, run_buf, hi - lo) ? -EIO : 0;
+}
+
+static void store(const struct ftpad_poke *p)
+{
+	/* An aligned slot or instruction in one store, so that a racing
+	 * reader sees the old value or the new one. */
+	if (p->len == 8 && p->addr % 8 == 0) {
+		uint64_t v;
+
+		memcpy(&v, p->bytes, 8);
+		__atomic_store_n((uint64_t *)p->addr, v, __ATOMIC_RELEASE);
+	} else if (p->len == 4 && p->addr % 4 == 0) {
+		uint32_t v;
+
+		memcpy(&v, p->bytes, 4);
+		__atomic_store_n((uint32_t *)p->addr, v, __ATOMIC_RELEASE);
+	} else {
+		memcpy((void *)p->addr, p->bytes, p->len);
+	}
+	/* Code written by a plain store must reach the instruction side: cache
+	 * maintenance on aarch64, nothing on x86.  /proc/self/mem writes get
+	 * it from the kernel. */
+	__builtin___clear_cache((char *)p->addr, (char *)p->addr + p->len);
+}
+
+static int run_mprotect(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi,
+			int prot)
+{
+	uintptr_t page = page_size();
+	struct ftpad_poke p;
+
+	lo &= ~(page - 1);
+	hi = (hi + page - 1) & ~(page - 1);
+	if (mprotect((void *)lo, hi - lo, prot | PROT_WRITE) < 0)
+		return -errno;
+	for (; i < j; i++) {
+		piece(w, i, &p);
+		if (p.len)
+			store(&p);
+	}
+	if (mprotect((void *)lo, hi - lo, prot) < 0) {
+		int err = -errno;
+
+		ftpad_warn("ftpad: error: cannot restore the protection of %#lx-%#lx: %s\n",
+			   (unsigned long)lo, (unsigned long)hi, ftpad_strerror(err));
+		return err;
+	}
 	return 0;
 }
 
 /*
- * Write every poke, the whole batch by one method.  The writes are
- * idempotent, so a batch that fails half way through /proc/self/mem is
- * simply done again with mprotect.
+ * The run through the method that worked last: /proc/self/mem first, and
+ * mprotect when that is refused (a run is idempotent, so a failed one is
+ * simply written again).  Both refused: say why, and fail.
  */
-int ftpad_text_poke(struct ftpad_poke *pokes, size_t n)
+static int write_run(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi,
+		     int prot)
 {
-	enum method forced = forced_method();
-	int err = 0, err_mem = 0;
+	int err_mem = 0, err = 0;
 
-	if (!n)
-		return 0;
-	if (forced != M_MPROTECT && method != M_MPROTECT) {
-		err_mem = poke_procmem(pokes, n);
+	if (w->forced != M_MPROTECT && method != M_MPROTECT) {
+		err_mem = run_procmem(w, i, j, lo, hi);
 		if (!err_mem) {
 			method = M_PROCMEM;
-			return verify(pokes, n);
+			return 0;
 		}
-		if (forced == M_PROCMEM)
+		if (w->forced == M_PROCMEM)
 			err = err_mem;
 	}
 	if (!err) {
-		err = poke_mprotect(pokes, n);
+		err = run_mprotect(w, i, j, lo, hi, prot);
 		if (!err) {
 			if (method != M_MPROTECT && err_mem)
 				ftpad_info("ftpad: /proc/self/mem: %s; using mprotect\n",
 					   ftpad_strerror(err_mem));
 			method = M_MPROTECT;
-			return verify(pokes, n);
+			return 0;
 		}
 	}
 	ftpad_warn("ftpad: error: cannot write code: /proc/self/mem: %s; mprotect: %s\n",
 		   err_mem ? strerror(-err_mem) : "not tried",
-		   forced == M_PROCMEM ? "not tried" : strerror(-err));
-	return err == -EPERM || err == -EACCES ? err : -EPERM;
+		   w->forced == M_PROCMEM ? "not tried" : strerror(-err));
+	return err == -EPERM || err == -EACCES || err == -EIO ? err : -EPERM;
+}
+
+/*
+ * Through /proc/self/mem in one pass over the items: each run assembled in
+ * run_buf as it is found, written, read back.  Returns 0, or the error of
+ * the run that failed, starting at item *at.
+ */
+static int procmem_pass(const struct writer *w, size_t n, size_t *at)
+{
+	struct ftpad_poke p, first = { 0 };
+	uintptr_t lo = 0, hi = 0;
+	size_t start = 0;
+	int fd = open_mem(), err;
+
+	if (fd < 0) {
+		*at = 0;
+		return fd;
+	}
+	for (size_t k = 0; k <= n; k++) {
+		if (k < n) {
+			piece(w, k, &p);
+			if (!p.len)
+				continue;
+			if (hi && w->mergeable && continues(&first, hi, &p, RUN_BYTES)) {
+				memcpy(run_buf + (hi - lo), (const void *)hi, p.addr - hi);
+				memcpy(run_buf + (p.addr - lo), p.bytes, p.len);
+				hi = p.addr + p.len;
+				continue;
+			}
+		}
+		if (hi) {
+			err = pwrite_all(fd, run_buf, hi - lo, lo);
+			if (!err && memcmp((const void *)lo, run_buf, hi - lo))
+				err = -EIO;
+			if (err) {
+				*at = start;
+				return err;
+			}
+		}
+		if (k < n) {
+			first = p;
+			start = k;
+			lo = p.addr;
+			hi = p.addr + p.len;
+			memcpy(run_buf, p.bytes, p.len);
+		}
+	}
+	return 0;
+}
+
+int ftpad_text_write(const void *items, size_t n, size_t stride, ftpad_part_fn part_of, int part,
+		     bool mergeable)
+{
+	struct writer w = { items, stride, part_of, part, mergeable, forced_method() };
+	size_t i = 0;
+
+	if (w.forced != M_MPROTECT && method != M_MPROTECT) {
+		if (!procmem_pass(&w, n, &i)) {
+			method = M_PROCMEM;
+			return 0;
+		}
+		/* From the run that failed on, run by run: mprotect if allowed. */
+	}
+	while (i < n) {
+		/* mprotect runs need no buffer: as long as the pages go on. */
+		size_t max = w.forced == M_MPROTECT || method == M_MPROTECT ? SIZE_MAX : RUN_BYTES;
+		uintptr_t lo, hi;
+		int prot;
+		size_t j = run_end(&w, i, n, max, &lo, &hi, &prot);
+		int err;
+
+		if (lo == hi)
+			break;
+		err = write_run(&w, i, j, lo, hi, prot);
+		if (err)
+			return err;
+		i = j;
+	}
+	return 0;
+}
+
+static void poke_part(const void *item, int part, struct ftpad_poke *out)
+{
+	(void)part;
+	*out = *(const struct ftpad_poke *)item;
+}
+
+int ftpad_text_poke(const struct ftpad_poke *pokes, size_t n, bool mergeable)
+{
+	return ftpad_text_write(pokes, n, sizeof(*pokes), poke_part, 0, mergeable);
 }
 
 static int membarrier(int cmd)

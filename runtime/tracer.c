@@ -9,6 +9,8 @@
  *   <comm>-<tid> <function> <-<caller>
  * and at exit one summary line:
  *   ftpad: <N> sites found, <M> sites enabled, <K> calls seen
+ * With FTPAD_EARLY=1, the calls very early tracing recorded come first
+ * (early.c), in the same format.
  *
  * Each line is a single write(2) of a buffer on the callback's own stack,
  * with the file opened O_APPEND, so threads and processes sharing the file
@@ -56,13 +58,27 @@ static void name_caller(uintptr_t addr, char *buf, size_t size)
 		buf[strcspn(buf, "+")] = 0;
 }
 
+/* One line, in one write(2). */
+static void write_line(const char *who, int id, unsigned long ip, unsigned long parent_ip)
+{
+	char line[1024], caller[512];
+	const char *name = ftpad_lookup_name(ip);
+	int len;
+
+	name_caller(parent_ip, caller, sizeof(caller));
+	len = name ? snprintf(line, sizeof(line), "%s-%d %s <-%s\n", who, id, name, caller)
+		   : snprintf(line, sizeof(line), "%s-%d %#lx <-%s\n", who, id, ip, caller);
+	if (len >= (int)sizeof(line)) {
+		len = sizeof(line) - 1;
+		line[len - 1] = '\n';
+	}
+	while (write(out_fd, line, len) < 0 && errno == EINTR)
+		;
+}
+
 static void trace_call(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
 		       struct ftpad_regs *regs)
 {
-	char line[1024], caller[512];
-	const char *name;
-	int len;
-
 	(void)ops, (void)regs;
 	__atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&stopped, __ATOMIC_RELAXED))
@@ -71,16 +87,27 @@ static void trace_call(unsigned long ip, unsigned long parent_ip, struct ftpad_o
 		prctl(PR_GET_NAME, comm);
 		tid = gettid();
 	}
-	name = ftpad_lookup_name(ip);
-	name_caller(parent_ip, caller, sizeof(caller));
-	len = name ? snprintf(line, sizeof(line), "%s-%d %s <-%s\n", comm, tid, name, caller)
-		   : snprintf(line, sizeof(line), "%s-%d %#lx <-%s\n", comm, tid, ip, caller);
-	if (len >= (int)sizeof(line)) {
-		len = sizeof(line) - 1;
-		line[len - 1] = '\n';
+	write_line(comm, tid, ip, parent_ip);
+}
+
+/* What very early tracing saw, ahead of everything else (early.c). */
+static void write_early(void)
+{
+	size_t n, dropped;
+	const struct ftpad_early_entry *e = ftpad_early_stop(&n, &dropped);
+	char line[160];
+	int len;
+
+	for (size_t i = 0; i < n; i++)
+		write_line(e[i].comm, e[i].tid, e[i].ip, e[i].parent_ip);
+	__atomic_fetch_add(&calls, n + dropped, __ATOMIC_RELAXED);
+	if (dropped) {
+		len = snprintf(line, sizeof(line),
+			       "ftpad: %zu early calls not recorded: the early buffer was full\n",
+			       dropped);
+		while (write(out_fd, line, len) < 0 && errno == EINTR)
+			;
 	}
-	while (write(out_fd, line, len) < 0 && errno == EINTR)
-		;
 }
 
 static void write_summary(void)
@@ -101,6 +128,9 @@ static void write_summary(void)
 /* After every other destructor of the program and of the libraries it uses. */
 __attribute__((destructor(101))) static void tracer_stop(void)
 {
+	/* Tracing early, and main never came (starthook.c): the trace now. */
+	if (out_fd < 0 && ftpad_early_active())
+		ftpad_tracer_start();
 	if (out_fd >= 0)
 		write_summary();
 }
@@ -132,6 +162,9 @@ void ftpad_tracer_start(void)
 	/* Callers are named from the callback: read every table now, once. */
 	ftpad_load_all_symbols();
 	tracer_ops.func = trace_call;
+	/* It calls only libc and libftpad, but a program may trace anything. */
+	tracer_ops.flags = FTPAD_OPS_FL_RECURSION;
+	write_early();
 	err = ftpad_set_filter(&tracer_ops, filter, 1);
 	if (!err)
 		err = ftpad_register_ops(&tracer_ops);

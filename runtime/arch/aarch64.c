@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * aarch64.c - the aarch64 user pad: checking it, encoding the site's BL,
- * the per-module stub page and the C side of the trampoline.
+ * aarch64.c - the aarch64 pads: checking them, encoding the site's BL,
+ * the per-module stub page and the C side of the trampolines.
  *
- * Pad (docs/gcc-plugin.md, DESIGN.md "Pad layouts"):
+ * Pad (docs/format.md, DESIGN.md "Pad layouts"):
  *      [before NOPs][ops slot: 2 NOPs, 8-aligned] entry: [bti c?]
  *      mov x9, x30 ; nop (the site) ; [rest of after]
  * The compiler already saved the return address in x9, so enabling a site
@@ -11,7 +11,16 @@
  * a single aligned 4-byte word, which the architecture lets other threads
  * run while it changes (ARM ARM B2.2.5, "concurrent modification and
  * execution": NOP, B, BL are in the permitted list).  The stub, near the
- * module, loads the site's kind into x16 and jumps to ftpad_trampoline.
+ * module, loads the site's kind into x16 and jumps to the trampoline.
+ *
+ * A record without FTPAD_SITE_MOV_X9 describes the kernel layout, two NOPs
+ * (what -fpatchable-function-entry=2 or =4,2 and the clang pass give):
+ * the runtime writes the MOV into the first NOP once, before the site is
+ * first enabled, and keeps it; from then on the site toggles like the
+ * user layout.  MOV is not in the permitted list, and a thread that ran
+ * the first NOP and stopped before the second would run the BL without
+ * x9 set, so that one write is made only while the process is
+ * single-threaded (patch.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,28 +31,19 @@
 
 #include "../arch.h"
 
-/*
- * The trampoline's register save area; trampoline_aarch64.S builds it.
- * x18 is saved although the platform ABI reserves it: GCC passes the static
- * chain of nested functions in it and uses it as a scratch register in C
- * callbacks, so it must come back unchanged.
- */
-struct ftpad_regs {
-	unsigned long x[9];     /* x0-x7 arguments, x8 the indirect result address */
-	unsigned long x18;      /* the static chain of GCC's nested functions */
-	unsigned long sp;       /* sp at the function's entry: stack arguments */
-	unsigned long parent;   /* x9 = x30 at the entry: the caller's return address */
-	unsigned long ip;       /* where the trampoline returns: site + 4, or a redirect */
-	unsigned long pad;
-	unsigned char q[8][16]; /* q0-q7: float and vector arguments */
-};
-_Static_assert(sizeof(struct ftpad_regs) == 240, "trampoline_aarch64.S FRAME");
+_Static_assert(offsetof(struct ftpad_regs, pt.sp) == 248, "trampoline_aarch64.S R_SP");
+_Static_assert(offsetof(struct ftpad_regs, pt.pc) == 256, "trampoline_aarch64.S R_PC");
+_Static_assert(offsetof(struct ftpad_regs, ops) == 272, "trampoline_aarch64.S R_OPS");
+_Static_assert(offsetof(struct ftpad_regs, full) == 280, "trampoline_aarch64.S R_FULL");
+_Static_assert(offsetof(struct ftpad_regs, vec) == 288, "trampoline_aarch64.S R_Q");
+_Static_assert(sizeof(struct ftpad_regs) == 416, "trampoline_aarch64.S FRAME");
 
 /* Bits of a site's kind, handed to the dispatcher in x16 by its stub. */
 enum {
 	KIND_BTI = 1,  /* bti c sits between the entry and mov x9, x30 */
 	KIND_SLOT = 2, /* the ops slot ends at the entry */
-	KIND_COUNT = 4,
+	KIND_REGS = 4, /* the full register save (FTPAD_OPS_FL_SAVE_REGS) */
+	KIND_COUNT = 8,
 };
 
 #define INSN_NOP 0xd503201fu
@@ -56,7 +56,7 @@ enum {
 #define INSN_BRK 0xd4200000u
 
 #define STUB_SIZE 16
-#define STUB_LITERAL (KIND_COUNT * STUB_SIZE)
+#define STUB_LITERALS (KIND_COUNT * STUB_SIZE)
 
 const uint8_t ftpad_arch_id = FTPAD_ARCH_AARCH64;
 /* BL reaches +-128 MiB from itself; keep a stub page of margin. */
@@ -64,9 +64,10 @@ const uintptr_t ftpad_arch_reach = 0x8000000ul - 0x10000ul;
 const size_t ftpad_arch_site_len = 4;
 /* The two NOPs the compiler put in the slot, read as a little-endian word. */
 const uint64_t ftpad_arch_slot_empty = (uint64_t)INSN_NOP << 32 | INSN_NOP;
-const size_t ftpad_arch_stubs_size = STUB_LITERAL + 8;
+const size_t ftpad_arch_stubs_size = STUB_LITERALS + KIND_COUNT * 8;
 
-extern char ftpad_trampoline[] FTPAD_HIDDEN;
+/* trampoline_aarch64.S */
+extern char ftpad_trampoline[], ftpad_trampoline_regs[] FTPAD_HIDDEN;
 void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 			    struct ftpad_regs *regs, unsigned long kind) FTPAD_HIDDEN;
 
@@ -83,18 +84,36 @@ static void put_insn(uint8_t *buf, uint32_t insn)
 	memcpy(buf, &insn, sizeof(insn));
 }
 
+/* The instruction before the site: the compiler's MOV, or a NOP for the
+ * runtime to write it into. */
+static int check_mov(const struct ftpad_site_record *rec, struct ftpad_site *site, uintptr_t mov,
+		     const char **why)
+{
+	uint32_t insn = insn_at(mov);
+
+	if (rec->flags & FTPAD_SITE_MOV_X9) {
+		if (insn != INSN_MOV_X9_X30) {
+			*why = "flags has MOV_X9 but mov x9, x30 does not precede the site";
+			return -EINVAL;
+		}
+		return 0;
+	}
+	/* The kernel layout, NOP NOP: the MOV is ours to write (or was). */
+	if (insn != INSN_NOP && insn != INSN_MOV_X9_X30) {
+		*why = "no MOV_X9 in flags, and the site does not follow a NOP";
+		return -EINVAL;
+	}
+	site->state |= FTPAD_S_PREP | (insn == INSN_MOV_X9_X30 ? FTPAD_S_PREPARED : 0);
+	return 0;
+}
+
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why)
 {
-	uintptr_t mov = site->entry;
+	uintptr_t addr = ftpad_site_addr(site), slot = ftpad_site_slot(site), mov = site->entry;
 
 	if (rec->site_len != 4) {
 		*why = "site_len is not 4";
-		return -EINVAL;
-	}
-	/* Kernel ABI pads (NOP NOP) need the MOV written first: not supported. */
-	if ((rec->flags & FTPAD_SITE_KERNEL) || !(rec->flags & FTPAD_SITE_MOV_X9)) {
-		*why = "not the user layout with mov x9, x30 (kernel-ABI pads are not supported)";
 		return -EINVAL;
 	}
 	site->kind = 0;
@@ -106,21 +125,23 @@ int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 		mov += 4;
 		site->kind |= KIND_BTI;
 	}
-	/* The dispatcher derives ip from the return address: it must be exact. */
-	if (site->addr != mov + 4 || insn_at(mov) != INSN_MOV_X9_X30) {
-		*why = "the site does not follow mov x9, x30 right after the entry (or its bti c)";
+	/* The trampoline derives ip from the return address: it must be exact. */
+	if (addr != mov + 4) {
+		*why = "the site is not the second instruction after the entry (or its bti c)";
 		return -EINVAL;
 	}
-	if (site->addr % 4 || insn_at(site->addr) != INSN_NOP) {
-		*why = "the site is not an aligned NOP";
+	if (check_mov(rec, site, mov, why))
+		return -EINVAL;
+	if (insn_at(addr) != INSN_NOP) {
+		*why = "the site is not a NOP";
 		return -EINVAL;
 	}
-	if (site->slot) {
-		if (site->slot % 8 || site->slot + 8 != site->entry) {
-			*why = "the ops slot is not 8-aligned right before the entry";
+	if (slot) {
+		if (slot % 8) {
+			*why = "the ops slot is not 8-aligned";
 			return -EINVAL;
 		}
-		if (*(const uint64_t *)site->slot != ftpad_arch_slot_empty) {
+		if (*(const uint64_t *)slot != ftpad_arch_slot_empty) {
 			*why = "the ops slot is not two NOPs";
 			return -EINVAL;
 		}
@@ -134,11 +155,11 @@ void ftpad_arch_site_nop(uint8_t *buf)
 	put_insn(buf, INSN_NOP);
 }
 
-int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool use_slot,
+int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool regs,
 			 uint8_t *buf)
 {
-	unsigned int kind = use_slot ? site->kind : site->kind & ~KIND_SLOT;
-	intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE) - (intptr_t)site->addr;
+	unsigned int kind = site->kind | (regs ? KIND_REGS : 0);
+	intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE) - (intptr_t)ftpad_site_addr(site);
 
 	/* imm26 counts words: +-2^25 of them. */
 	if (rel < -(1l << 27) || rel >= (1l << 27))
@@ -147,30 +168,47 @@ int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool us
 	return 0;
 }
 
+void ftpad_arch_site_prep(const struct ftpad_site *site, uintptr_t *addr, uint8_t *buf)
+{
+	*addr = ftpad_site_addr(site) - 4;
+	put_insn(buf, INSN_MOV_X9_X30);
+}
+
 /*
- * Stub k, at page + 16 * k:   ldr x17, literal ; movz x16, #k ; br x17 ; brk
- * and at page + 64 the absolute address of ftpad_trampoline, which may be
- * anywhere in the address space.  x16 and x17 (IP0, IP1) are free at a
- * function's entry: the AAPCS64 lets any veneer between caller and callee
- * clobber them.  A BR through x16 or x17 is also what `bti c` or `bti jc`
- * accepts, should libftpad's pages be guarded.
+ * The site is a BL.  The slot (and a prep MOV) were written, and the
+ * kernel's cache maintenance ran a DSB, before the BL was; the acquire
+ * keeps this thread's later loads of the slot after this one.
+ */
+bool ftpad_arch_site_calls(uintptr_t addr)
+{
+	uint32_t insn = __atomic_load_n((const uint32_t *)addr, __ATOMIC_ACQUIRE);
+
+	return (insn & 0xfc000000u) == INSN_BL;
+}
+
+/*
+ * Stub k, at page + 16 * k:   ldr x17, literal_k ; movz x16, #k ; br x17 ; brk
+ * and from page + 128 the absolute address of the trampoline of each kind,
+ * which may be anywhere in the address space.  x16 and x17 (IP0, IP1) are
+ * free at a function's entry: the AAPCS64 lets any veneer between caller
+ * and callee clobber them.  A BR through x16 or x17 is also what `bti c`
+ * or `bti jc` accepts, should libftpad's pages be guarded.
  */
 void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page)
 {
-	uintptr_t target = (uintptr_t)ftpad_trampoline;
-
 	(void)page; /* the stubs are position independent */
-	for (size_t off = 0; off < STUB_LITERAL; off += 4)
+	for (size_t off = 0; off < STUB_LITERALS; off += 4)
 		put_insn(buf + off, INSN_BRK);
 	for (int k = 0; k < KIND_COUNT; k++) {
 		uint8_t *p = buf + k * STUB_SIZE;
-		uint32_t imm19 = (STUB_LITERAL - k * STUB_SIZE) / 4;
+		uint32_t imm19 = (STUB_LITERALS + 8 * k - k * STUB_SIZE) / 4;
+		uintptr_t target = (uintptr_t)(k & KIND_REGS ? ftpad_trampoline_regs : ftpad_trampoline);
 
 		put_insn(p, INSN_LDR_X17_LIT | imm19 << 5);
 		put_insn(p + 4, INSN_MOVZ_X16 | (uint32_t)k << 5);
 		put_insn(p + 8, INSN_BR_X17);
+		memcpy(buf + STUB_LITERALS + 8 * k, &target, sizeof(target));
 	}
-	memcpy(buf + STUB_LITERAL, &target, sizeof(target));
 }
 
 /*
@@ -215,53 +253,97 @@ static bool procmem_reaches_code(void)
 	return known > 0;
 }
 
+/* Which part of each change a pass writes. */
+enum part { PART_PRE, PART_SITE };
+
+static void part_of(const void *item, int part, struct ftpad_poke *p)
+{
+	const struct ftpad_change *c = item;
+
+	p->limit = c->limit;
+	p->prot = c->prot;
+	if (part == PART_PRE) {
+		p->addr = c->site - c->pre_len;
+		p->len = c->pre_len;
+		memcpy(p->bytes, c->pre, sizeof(c->pre)); /* all of it: a fixed-size copy */
+	} else {
+		p->addr = c->site;
+		p->len = 4;
+		memcpy(p->bytes, c->insn, 4);
+	}
+}
+
 /*
  * What makes qemu-user drop its translations of a page: the page becoming
  * writable.  Cycle the protection of every page written (only where the
  * probe above failed, so never on a real kernel).
  */
-static int reprotect(const struct ftpad_poke *pokes, size_t n)
+static int reprotect(const struct ftpad_change *changes, size_t n, enum part part)
 {
-	uintptr_t size = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t size = (uintptr_t)sysconf(_SC_PAGESIZE), last = 0;
+	struct ftpad_poke p;
 
 	for (size_t i = 0; i < n; i++) {
-		void *page = (void *)(pokes[i].addr & ~(size - 1));
+		uintptr_t page;
 
-		if (mprotect(page, size, pokes[i].prot | PROT_WRITE) < 0 ||
-		    mprotect(page, size, pokes[i].prot) < 0)
+		part_of(&changes[i], part, &p);
+		page = p.addr & ~(size - 1);
+		if (!p.len || page == last)
+			continue;
+		last = page;
+		if (mprotect((void *)page, size, p.prot | PROT_WRITE) < 0 ||
+		    mprotect((void *)page, size, p.prot) < 0)
 			return -errno;
 	}
 	return 0;
 }
 
 /*
- * One aligned word per site, NOP <-> BL: both are in the architecture's
- * list of instructions another thread may run while they change, so no
- * trap protocol is needed: a thread runs the old or the new one.  Code
- * written by plain stores (the mprotect way) reaches the instruction side
- * through text.c's cache maintenance; /proc/self/mem writes get it from
- * the kernel, except under qemu-user.
+ * Write one part of every change, and make sure every thread runs it.
+ * Site words are not mergeable: each is a single 32-bit store, as merged
+ * writes are the kernel's memcpy, whose stores need not keep a word whole.
  */
-int ftpad_arch_sites_write(struct ftpad_poke *pokes, size_t n)
+static int write_synced(const struct ftpad_change *changes, size_t n, enum part part)
 {
-	int err = ftpad_text_poke(pokes, n);
+	int err = ftpad_text_write(changes, n, sizeof(*changes), part_of, part, part == PART_PRE);
 
-	if (!err && n && !procmem_reaches_code())
-		err = reprotect(pokes, n);
+	if (!err && !procmem_reaches_code())
+		err = reprotect(changes, n, part);
 	/* A context synchronization on every thread: from here on, none runs
 	 * an instruction it fetched before the write. */
-	if (!err && n)
+	if (!err)
 		err = ftpad_text_sync_cores();
 	return err;
+}
+
+/*
+ * First what comes before the sites (their slots, the MOV of a kernel-ABI
+ * pad), then one aligned word per site, NOP <-> BL: both are in the
+ * architecture's list of instructions another thread may run while they
+ * change, so no trap protocol is needed: a thread runs the old or the new
+ * one.  Code written by plain stores (the mprotect way) reaches the
+ * instruction side through text.c's cache maintenance; /proc/self/mem
+ * writes get it from the kernel, except under qemu-user.
+ */
+int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
+{
+	bool pre = false;
+	int err = 0;
+
+	for (size_t i = 0; i < n && !pre; i++)
+		pre = changes[i].pre_len != 0;
+	if (pre)
+		err = write_synced(changes, n, PART_PRE);
+	return err ? err : write_synced(changes, n, PART_SITE);
 }
 
 /* Where the n-th integer argument is saved: a register slot or the stack. */
 static unsigned long *argument_slot(struct ftpad_regs *regs, unsigned int n)
 {
 	if (n < 8)
-		return &regs->x[n];
+		return &regs->pt.regs[n];
 	/* The 9th integer argument is the first one on the stack. */
-	return &((unsigned long *)regs->sp)[n - 8];
+	return &((unsigned long *)regs->pt.sp)[n - 8];
 }
 
 unsigned long ftpad_arch_regs_argument(const struct ftpad_regs *regs, unsigned int n)
@@ -277,50 +359,26 @@ void ftpad_arch_regs_set_argument(struct ftpad_regs *regs, unsigned int n, unsig
 
 unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs)
 {
-	return regs->sp;
+	return regs->pt.sp;
 }
 
 void ftpad_arch_regs_set_ip(struct ftpad_regs *regs, unsigned long ip)
 {
 	/* The trampoline returns there with x30 = parent_ip and sp as at the
 	 * entry: ip runs as if the caller had called it. */
-	regs->ip = ip;
+	regs->pt.pc = ip;
 }
 
 /*
- * Whether the site is, as this thread reads it now, a BL to a stub that
- * reads the ops slot (patch.c "Slots are written by copies").  Stubs sit at
- * fixed offsets in their page.
- */
-static bool calls_slot_stub(uintptr_t site)
-{
-	uint32_t insn = __atomic_load_n((const uint32_t *)site, __ATOMIC_RELAXED);
-	int64_t words = (int64_t)((uint64_t)(insn & 0x3ffffffu) << 38) >> 38;
-	uintptr_t target = site + (uintptr_t)(words * 4);
-
-	if ((insn & 0xfc000000u) != INSN_BL)
-		return false;
-	return ((target & 0xfff) / STUB_SIZE) & KIND_SLOT;
-}
-
-/*
- * Called by ftpad_trampoline: ret is x30 after the site's BL (site + 4),
- * parent_ip the caller's return address from x9, kind what the stub put in
- * x16.  Finding ip and ops is O(1) for sites with a slot; slot-less sites
- * take a binary search over their module.
+ * Called by the trampolines (trampoline_aarch64.S): ret is x30 after the
+ * site's BL (site + 4), parent_ip the caller's return address from x9,
+ * kind what the stub put in x16.
  */
 void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 			    struct ftpad_regs *regs, unsigned long kind)
 {
 	uintptr_t site = ret - 4;
 	uintptr_t ip = site - 4 - (kind & KIND_BTI ? 4 : 0);
-	struct ftpad_ops *ops;
 
-	/* First, so that nothing below can recurse, and ops is held safely. */
-	if (!ftpad_enter())
-		return;
-	ops = ftpad_site_ops(site, kind & KIND_SLOT && calls_slot_stub(site) ? ip - 8 : 0);
-	if (ops)
-		ftpad_dispatch(ip, parent_ip, ops, regs);
-	ftpad_exit();
+	ftpad_dispatch_site(ip, parent_ip, regs, site, kind & KIND_SLOT ? ip - 8 : 0);
 }

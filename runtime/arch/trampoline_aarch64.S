@@ -1,43 +1,50 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * trampoline_aarch64.S - the one trampoline every enabled aarch64 site
+ * trampoline_aarch64.S - the trampolines every enabled aarch64 site
  * reaches, through `bl` to its module's stub, which branches here with
- * `br x17` and the site kind in x16.
+ * `br x17` and the site kind in x16 (arch/aarch64.c: BTI 1, SLOT 2, REGS 4).
  *
  * On entry:  x30 = site + 4 (return into the traced function)
  *            x9  = parent_ip: the function's `mov x9, x30` saved it
- *            x16 = kind (arch/aarch64.c)
- * It saves every register a callee may receive something in: x0-x7 and
- * q0-q7 (arguments), x8 (the indirect result address of a struct return),
- * x18 (GCC's static chain for nested functions; the callbacks are C and may
- * use it), and x9.  It calls ftpad_trampoline_entry(ret, parent_ip, regs,
- * kind), restores them all and returns to site + 4 (or where a callback
- * redirected the function, regs->ip) with x30 = x9 again, exactly as the
- * function would have run on from its NOP.  x10-x17 are dead
- * at a function's entry and the flags are not preserved across calls, so
- * they need no saving; sp is always 16-aligned on aarch64.
+ *            x16 = kind
+ *
+ * ftpad_trampoline saves every register a callee may receive something in:
+ * x0-x7 and q0-q7 (arguments), x8 (the indirect result address of a
+ * struct return), x18 (GCC's static chain for nested functions; the
+ * callbacks are C and may use it), and x9.  It calls
+ * ftpad_trampoline_entry(ret, parent_ip, regs, kind), restores them all
+ * and returns to site + 4 (or where a callback redirected the function,
+ * regs->pt.pc) with x30 = x9 = parent_ip again, exactly as the function
+ * would have run on from its NOP.  x10-x17 are dead at a function's entry
+ * and the flags are not preserved across calls, so they need no saving; sp
+ * is always 16-aligned on aarch64.
+ *
+ * ftpad_trampoline_regs (FTPAD_OPS_FL_SAVE_REGS) saves x0-x30, sp and NZCV
+ * into struct ftpad_pt_regs and restores x0-x30 and NZCV from there, so
+ * that a callback may change any of them (x16 and x17 excepted: the stub
+ * and this code use them).
  *
  * The frame is a frame record (x29, site + 4) then struct ftpad_regs
- * (arch/aarch64.c); keep the two in step.  The CFI takes x16 as the return
- * column so that an unwinder sees both return addresses: this frame returns
- * to site + 4, and the traced function's x30, its own return address, is
- * the saved x9.
+ * (internal.h; arch/aarch64.c checks the offsets).  The CFI takes x16 as
+ * the return column so that an unwinder sees both return addresses: this
+ * frame returns to site + 4, and the traced function's x30, its own return
+ * address, is the saved x9 (pt.regs[30]).
  */
-#define R 16           /* struct ftpad_regs, after the frame record */
-#define R_X0 (R + 0)
-#define R_X8 (R + 64)  /* x8, then x18 */
-#define R_SP (R + 80)  /* sp at entry, then parent_ip */
-#define R_PARENT (R + 88)
-#define R_IP (R + 96)  /* then a pad */
-#define R_Q (R + 112)
-#define FRAME (R + 240) /* a multiple of 16 */
+#define R 16                    /* struct ftpad_regs, after the frame record */
+#define R_X(n) (R + 8 * (n))
+#define R_SP (R + 248)
+#define R_PC (R + 256)
+#define R_PSTATE (R + 264)
+#define R_FULL (R + 280)
+#define R_Q (R + 288)
+#define FRAME (R + 416)         /* a multiple of 16 */
 
-	.text
-	.globl ftpad_trampoline
-	.hidden ftpad_trampoline
-	.type ftpad_trampoline, %function
+	.macro ENTRY name
+	.globl \name
+	.hidden \name
+	.type \name, %function
 	.p2align 4
-ftpad_trampoline:
+\name:
 	.cfi_startproc
 	.cfi_return_column x16
 	.cfi_register x16, x30
@@ -47,54 +54,111 @@ ftpad_trampoline:
 	.cfi_def_cfa_offset FRAME
 	.cfi_offset x29, -FRAME
 	.cfi_offset x16, -FRAME + 8
-	mov x29, sp
-	stp x0, x1, [sp, #R_X0]
-	stp x2, x3, [sp, #R_X0 + 16]
-	stp x4, x5, [sp, #R_X0 + 32]
-	stp x6, x7, [sp, #R_X0 + 48]
-	stp x8, x18, [sp, #R_X8]
+	.endm
+
+/* The argument registers, sp, pc, and x9 as the function's x30. */
+	.macro SAVE_ARGS
+	stp x0, x1, [sp, #R_X(0)]
+	stp x2, x3, [sp, #R_X(2)]
+	stp x4, x5, [sp, #R_X(4)]
+	stp x6, x7, [sp, #R_X(6)]
+	stp x8, x9, [sp, #R_X(8)]
+	str x18, [sp, #R_X(18)]
+	str x9, [sp, #R_X(30)]
+	.cfi_offset x30, R_X(30) - FRAME
 	add x17, sp, #FRAME       /* sp at the function's entry */
-	stp x17, x9, [sp, #R_SP]
-	.cfi_offset x30, R_PARENT - FRAME
-	str x30, [sp, #R_IP]
+	stp x17, x30, [sp, #R_SP] /* sp, then pc: site + 4 */
 	stp q0, q1, [sp, #R_Q]
 	stp q2, q3, [sp, #R_Q + 32]
 	stp q4, q5, [sp, #R_Q + 64]
 	stp q6, q7, [sp, #R_Q + 96]
+	.endm
 
+	.macro CALL_C
 	mov x0, x30               /* ret: site + 4 */
 	mov x1, x9                /* parent_ip */
 	add x2, sp, #R            /* regs */
 	mov x3, x16               /* kind, from the stub */
 	bl ftpad_trampoline_entry
+	.endm
 
+	.macro RESTORE_ARGS
 	ldp q0, q1, [sp, #R_Q]
 	ldp q2, q3, [sp, #R_Q + 32]
 	ldp q4, q5, [sp, #R_Q + 64]
 	ldp q6, q7, [sp, #R_Q + 96]
-	ldp x0, x1, [sp, #R_X0]
-	ldp x2, x3, [sp, #R_X0 + 16]
-	ldp x4, x5, [sp, #R_X0 + 32]
-	ldp x6, x7, [sp, #R_X0 + 48]
-	ldp x8, x18, [sp, #R_X8]
-	ldr x9, [sp, #R_PARENT]
-	.cfi_register x30, x9
-	ldr x16, [sp, #R_IP]      /* a callback may have redirected the function */
+	ldp x0, x1, [sp, #R_X(0)]
+	ldp x2, x3, [sp, #R_X(2)]
+	ldp x4, x5, [sp, #R_X(4)]
+	ldp x6, x7, [sp, #R_X(6)]
+	ldr x8, [sp, #R_X(8)]
+	ldr x18, [sp, #R_X(18)]
+	.endm
+
+/* Back to pc with x30 = pt.regs[30]: as from the site's NOP, or a redirect. */
+	.macro RETURN
+	ldr x30, [sp, #R_X(30)]
+	.cfi_same_value x30
+	ldr x16, [sp, #R_PC]
 	.cfi_same_value x16
 	ldp x29, x17, [sp], #FRAME
 	.cfi_def_cfa_offset 0
 	.cfi_restore x29
-	mov x30, x9
-	.cfi_same_value x30
 	ret x16
 	.cfi_endproc
+	.endm
+
+	.text
+	ENTRY ftpad_trampoline
+	mov x29, sp
+	SAVE_ARGS
+	str xzr, [sp, #R_FULL]
+	CALL_C
+	RESTORE_ARGS
+	ldr x9, [sp, #R_X(30)]
+	RETURN
 	.size ftpad_trampoline, .-ftpad_trampoline
+
+	ENTRY ftpad_trampoline_regs
+	SAVE_ARGS
+	stp x10, x11, [sp, #R_X(10)]
+	stp x12, x13, [sp, #R_X(12)]
+	stp x14, x15, [sp, #R_X(14)]
+	stp x16, x17, [sp, #R_X(16)]
+	stp x19, x20, [sp, #R_X(19)]
+	stp x21, x22, [sp, #R_X(21)]
+	stp x23, x24, [sp, #R_X(23)]
+	stp x25, x26, [sp, #R_X(25)]
+	stp x27, x28, [sp, #R_X(27)]
+	str x29, [sp, #R_X(29)]
+	mov x29, sp
+	mrs x17, nzcv
+	str x17, [sp, #R_PSTATE]
+	mov x17, #1
+	str x17, [sp, #R_FULL]
+	CALL_C
+	ldr x17, [sp, #R_X(29)]   /* the function's x29, from the frame record */
+	str x17, [sp]
+	ldr x17, [sp, #R_PSTATE]
+	msr nzcv, x17
+	RESTORE_ARGS
+	ldr x9, [sp, #R_X(9)]
+	ldp x10, x11, [sp, #R_X(10)]
+	ldp x12, x13, [sp, #R_X(12)]
+	ldp x14, x15, [sp, #R_X(14)]
+	ldp x19, x20, [sp, #R_X(19)]
+	ldp x21, x22, [sp, #R_X(21)]
+	ldp x23, x24, [sp, #R_X(23)]
+	ldp x25, x26, [sp, #R_X(25)]
+	ldp x27, x28, [sp, #R_X(27)]
+	RETURN
+	.size ftpad_trampoline_regs, .-ftpad_trampoline_regs
 
 	.section .note.GNU-stack, "", %progbits
 
 #if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT
 /*
- * GNU_PROPERTY_AARCH64_FEATURE_1_AND: this file has its landing pad, so a
+ * GNU_PROPERTY_AARCH64_FEATURE_1_AND: this file has its landing pads, so a
  * library built with -mbranch-protection keeps BTI.  PAC is not claimed:
  * the return address saved above is not signed.
  */

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * x86_64.c - the x86_64 pad: checking it, encoding the site's call, the
- * per-module stub page and the C side of the trampoline.
+ * per-module stub page, the int3 protocol and the C side of the
+ * trampolines.
  *
  * Pad (DESIGN.md "Pad layouts"):
  *      [before NOPs][ops slot: 8 bytes, 8-aligned][endbr64?][0f 1f 44 00 00]...
  * The site becomes `call rel32` to a stub near the module; the stub loads
- * the site's kind into r11 and jumps to ftpad_trampoline in libftpad.
+ * the site's kind into r11 and jumps to the trampoline for that kind in
+ * libftpad (trampoline_x86_64.S).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,26 +21,29 @@
 
 #include "../arch.h"
 
-/* The trampoline's register save area; trampoline_x86_64.S builds it. */
-struct ftpad_regs {
-	unsigned long rdi, rsi, rdx, rcx, r8, r9;
-	unsigned long rax; /* the number of vector registers a varargs call uses */
-	unsigned long r10; /* the static chain of nested functions */
-	unsigned long sp;  /* rsp at the function's entry: it points at parent_ip */
-	unsigned long ip;  /* where the trampoline returns: site + 5, or a redirect */
-	unsigned char xmm[8][16];
-};
-_Static_assert(sizeof(struct ftpad_regs) == 208, "trampoline_x86_64.S FRAME");
+_Static_assert(offsetof(struct ftpad_regs, pt.rdi) == 112, "trampoline_x86_64.S R_RDI");
+_Static_assert(offsetof(struct ftpad_regs, pt.rip) == 120, "trampoline_x86_64.S R_RIP");
+_Static_assert(offsetof(struct ftpad_regs, pt.rsp) == 136, "trampoline_x86_64.S R_RSP");
+_Static_assert(offsetof(struct ftpad_regs, ops) == 144, "trampoline_x86_64.S R_OPS");
+_Static_assert(offsetof(struct ftpad_regs, full) == 152, "trampoline_x86_64.S R_FULL");
+_Static_assert(offsetof(struct ftpad_regs, vec) == 160, "trampoline_x86_64.S R_XMM");
+_Static_assert(sizeof(struct ftpad_regs) == 288, "trampoline_x86_64.S FRAME");
+_Static_assert(offsetof(struct ftpad_site, ops) == 0, "trampoline_x86_64.S: desc->ops");
+_Static_assert(offsetof(struct ftpad_thread_slot, errno_ptr) == 8, "trampoline_x86_64.S T_ERRNO");
+_Static_assert(offsetof(struct ftpad_ops, internal.call) == 56, "trampoline_x86_64.S OPS_CALL");
+_Static_assert(FTPAD_GEN_ONE + 1 == 0x1000001 && FTPAD_BUSY_MASK == 0xff0000 &&
+	       FTPAD_DEPTH_MASK == 0xffff, "trampoline_x86_64.S slot word");
 
-/* Bits of a site's kind, handed to the dispatcher in r11 by its stub. */
+/* Bits of a site's kind, handed to the trampoline in r11 by its stub. */
 enum {
 	KIND_ENDBR = 1, /* endbr64 sits between the entry and the site */
 	KIND_SLOT = 2,  /* the ops slot ends at the entry */
-	KIND_COUNT = 4,
+	KIND_REGS = 4,  /* the full register save (FTPAD_OPS_FL_SAVE_REGS) */
+	KIND_COUNT = 8,
 };
 
 #define STUB_SIZE 16
-#define STUB_LITERAL (KIND_COUNT * STUB_SIZE)
+#define STUB_LITERALS (KIND_COUNT * STUB_SIZE)
 
 static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 /* LLVM's 5-byte NOP, nopl 8(%rax,%rax,1): clang's patchable-function-entry
@@ -53,15 +58,18 @@ const uintptr_t ftpad_arch_reach = 0x7fff0000ul;
 const size_t ftpad_arch_site_len = sizeof(nop5);
 /* 0f 1f 84 00 00 00 00 00, the 8-byte NOP, read as a little-endian word. */
 const uint64_t ftpad_arch_slot_empty = 0x00000000841f0full;
-const size_t ftpad_arch_stubs_size = STUB_LITERAL + 8;
+const size_t ftpad_arch_stubs_size = STUB_LITERALS + KIND_COUNT * 8;
 
-extern char ftpad_trampoline[] FTPAD_HIDDEN;
+/* trampoline_x86_64.S: one entry per kind. */
+extern char ftpad_trampoline_0[], ftpad_trampoline_1[], ftpad_trampoline_2[],
+	ftpad_trampoline_3[], ftpad_trampoline_regs[] FTPAD_HIDDEN;
 void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 			    struct ftpad_regs *regs, unsigned long kind) FTPAD_HIDDEN;
 
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why)
 {
+	uintptr_t addr = ftpad_site_addr(site), slot = ftpad_site_slot(site);
 	uintptr_t expect = site->entry;
 
 	if (rec->site_len != sizeof(nop5)) {
@@ -77,22 +85,22 @@ int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 		expect += sizeof(endbr64);
 		site->kind |= KIND_ENDBR;
 	}
-	/* The dispatcher derives ip from the return address: it must be exact. */
-	if (site->addr != expect) {
+	/* The trampoline derives ip from the return address: it must be exact. */
+	if (addr != expect) {
 		*why = "the site does not follow the entry (or its endbr64)";
 		return -EINVAL;
 	}
-	if (memcmp((void *)site->addr, nop5, sizeof(nop5)) &&
-	    memcmp((void *)site->addr, nop5_llvm, sizeof(nop5_llvm))) {
+	if (memcmp((void *)addr, nop5, sizeof(nop5)) &&
+	    memcmp((void *)addr, nop5_llvm, sizeof(nop5_llvm))) {
 		*why = "the site is not the 5-byte NOP 0f 1f 44 00 00";
 		return -EINVAL;
 	}
-	if (site->slot) {
-		if (site->slot % 8 || site->slot + 8 != site->entry) {
-			*why = "the ops slot is not 8-aligned right before the entry";
+	if (slot) {
+		if (slot % 8) {
+			*why = "the ops slot is not 8-aligned";
 			return -EINVAL;
 		}
-		if (*(const uint64_t *)site->slot != ftpad_arch_slot_empty) {
+		if (*(const uint64_t *)slot != ftpad_arch_slot_empty) {
 			*why = "the ops slot is not the 8-byte NOP";
 			return -EINVAL;
 		}
@@ -106,11 +114,12 @@ void ftpad_arch_site_nop(uint8_t *buf)
 	memcpy(buf, nop5, sizeof(nop5));
 }
 
-int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool use_slot,
+int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool regs,
 			 uint8_t *buf)
 {
-	unsigned int kind = use_slot ? site->kind : site->kind & ~KIND_SLOT;
-	intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE) - (intptr_t)(site->addr + 5);
+	unsigned int kind = site->kind | (regs ? KIND_REGS : 0);
+	uintptr_t addr = ftpad_site_addr(site);
+	intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE) - (intptr_t)(addr + 5);
 	int32_t rel32 = (int32_t)rel;
 
 	if (rel != rel32)
@@ -120,40 +129,72 @@ int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool us
 	return 0;
 }
 
+void ftpad_arch_site_prep(const struct ftpad_site *site, uintptr_t *addr, uint8_t *buf)
+{
+	/* No x86_64 layout needs one. */
+	(void)site, (void)buf;
+	*addr = 0;
+}
+
 /*
- * Stub k, at page + 16 * k:   mov $k, %r11d ; jmp *literal(%rip) ; int3...
- * and at page + 64 the absolute address of ftpad_trampoline.  r11 is free
- * at a function's entry (the psABI makes it call-clobbered and unused for
- * arguments), so the stub can hand the kind over in it.
+ * The int3 protocol writes the opcode byte last, so an e8 there means the
+ * rel32 behind it is whole, and that the slot was written before.  x86
+ * keeps loads in order, so the slot read that follows sees it.
+ */
+bool ftpad_arch_site_calls(uintptr_t addr)
+{
+	return __atomic_load_n((const uint8_t *)addr, __ATOMIC_ACQUIRE) == 0xe8;
+}
+
+/*
+ * Stub k, at page + 16 * k:   mov $k, %r11d ; jmp *literal_k(%rip) ; int3...
+ * and from page + 128 the absolute address of the trampoline of each kind;
+ * `jmp rel32` instead of the indirect jump when the trampoline is within
+ * reach (libftpad linked statically, or loaded near the module).
+ * r11 is free at a function's entry (the psABI makes it call-clobbered and
+ * unused for arguments), so the stub can hand the kind over in it.
  */
 void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page)
 {
-	uintptr_t target = (uintptr_t)ftpad_trampoline;
+	uintptr_t targets[KIND_COUNT] = {
+		(uintptr_t)ftpad_trampoline_0, (uintptr_t)ftpad_trampoline_1,
+		(uintptr_t)ftpad_trampoline_2, (uintptr_t)ftpad_trampoline_3,
+	};
 
-	(void)page; /* the stubs are position independent */
+	for (int k = KIND_REGS; k < KIND_COUNT; k++)
+		targets[k] = (uintptr_t)ftpad_trampoline_regs;
 	memset(buf, 0xcc, ftpad_arch_stubs_size);
 	for (int k = 0; k < KIND_COUNT; k++) {
 		uint8_t *p = buf + k * STUB_SIZE;
-		int32_t rel = STUB_LITERAL - (k * STUB_SIZE + 12);
+		intptr_t direct = (intptr_t)targets[k] - (intptr_t)(page + k * STUB_SIZE + 11);
+		int32_t rel = STUB_LITERALS + 8 * k - (k * STUB_SIZE + 12);
 
 		p[0] = 0x41, p[1] = 0xbb, p[2] = k, p[3] = p[4] = p[5] = 0;
-		p[6] = 0xff, p[7] = 0x25;
-		memcpy(p + 8, &rel, sizeof(rel));
+		if (direct == (int32_t)direct) {
+			/* libftpad within reach (linked statically, say): jmp rel32 */
+			int32_t d = (int32_t)direct;
+
+			p[6] = 0xe9;
+			memcpy(p + 7, &d, sizeof(d));
+		} else {
+			p[6] = 0xff, p[7] = 0x25;
+			memcpy(p + 8, &rel, sizeof(rel));
+		}
 	}
-	memcpy(buf + STUB_LITERAL, &target, sizeof(target));
+	memcpy(buf + STUB_LITERALS, targets, sizeof(targets));
 }
 
 /* Where the n-th integer argument is saved: a register slot or the stack. */
 static unsigned long *argument_slot(struct ftpad_regs *regs, unsigned int n)
 {
 	unsigned long *const in_regs[] = {
-		&regs->rdi, &regs->rsi, &regs->rdx, &regs->rcx, &regs->r8, &regs->r9,
+		&regs->pt.rdi, &regs->pt.rsi, &regs->pt.rdx, &regs->pt.rcx, &regs->pt.r8, &regs->pt.r9,
 	};
 
 	if (n < 6)
 		return in_regs[n];
 	/* The 7th argument sits just above the return address. */
-	return &((unsigned long *)regs->sp)[1 + n - 6];
+	return &((unsigned long *)regs->pt.rsp)[1 + n - 6];
 }
 
 unsigned long ftpad_arch_regs_argument(const struct ftpad_regs *regs, unsigned int n)
@@ -169,14 +210,14 @@ void ftpad_arch_regs_set_argument(struct ftpad_regs *regs, unsigned int n, unsig
 
 unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs)
 {
-	return regs->sp;
+	return regs->pt.rsp;
 }
 
 void ftpad_arch_regs_set_ip(struct ftpad_regs *regs, unsigned long ip)
 {
 	/* The trampoline's ret goes there, with rsp pointing at parent_ip as
 	 * at the entry: ip runs as if the caller had called it. */
-	regs->ip = ip;
+	regs->pt.rip = ip;
 }
 
 /*
@@ -242,7 +283,9 @@ static bool emulate_site(greg_t *gr)
 	if (!s || !m)
 		return false;
 	dir = __atomic_load_n(&s->patching, __ATOMIC_ACQUIRE);
-	if (dir > 0 && m->stubs && !ftpad_arch_site_call(s, m->stubs, true, call)) {
+	if (dir > 0 && m->stubs &&
+	    !ftpad_arch_site_call(s, m->stubs, __atomic_load_n(&s->target_regs, __ATOMIC_RELAXED),
+				  call)) {
 		memcpy(&rel32, call + 1, sizeof(rel32));
 		/* The signal frame lies below the red zone: rsp - 8 is free. */
 		gr[REG_RSP] -= 8;
@@ -264,16 +307,18 @@ static bool emulate_site(greg_t *gr)
 static void on_sigtrap(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
-	bool entered, emulated;
+	struct ftpad_thread_slot *t;
+	bool emulated;
 	int saved_errno = errno;
 
 	/* int3 reports SI_KERNEL; raise() and kill() do not come from a site. */
 	if (info->si_code == SI_KERNEL) {
-		/* Keeps an unloaded module's sites from being freed meanwhile. */
-		entered = ftpad_enter();
+		/* Keeps an unloaded module's sites from being freed meanwhile
+		 * (inside libftpad's locked calls, the lock does). */
+		t = ftpad_enter();
 		emulated = emulate_site(uc->uc_mcontext.gregs);
-		if (entered)
-			ftpad_exit();
+		if (t)
+			ftpad_exit(t);
 		if (emulated) {
 			__atomic_fetch_add(&ftpad_traps, 1, __ATOMIC_RELAXED);
 			errno = saved_errno;
@@ -303,84 +348,61 @@ static int install_sigtrap(void)
 	return 0;
 }
 
-/* One step of the protocol: len bytes from offset off of each new insn. */
-static int write_step(struct ftpad_poke *step, const struct ftpad_poke *pokes, size_t n,
-		      size_t off, size_t len, const uint8_t *override)
-{
-	int err;
+/*
+ * One step of the protocol: the part of every change the step writes.
+ * Every part is mergeable: int3 guards the tail, the first byte is one
+ * byte, and no thread reads a slot being written (see patch.c).
+ */
+enum step { STEP_INT3, STEP_TAIL, STEP_HEAD };
 
-	for (size_t i = 0; i < n; i++) {
-		step[i].addr = pokes[i].addr + off;
-		step[i].prot = pokes[i].prot;
-		step[i].len = len;
-		memcpy(step[i].bytes, override ? override : pokes[i].bytes + off, len);
-		/* The protocol makes each step safe byte by byte: int3 guards
-		 * the tail, the first byte is one byte. */
-		step[i].mergeable = true;
+static void step_part(const void *item, int step, struct ftpad_poke *p)
+{
+	const struct ftpad_change *c = item;
+
+	p->limit = c->limit;
+	p->prot = c->prot;
+	switch (step) {
+	case STEP_INT3: /* whatever comes before the site (its slot), and int3 */
+		p->addr = c->site - c->pre_len;
+		memcpy(p->bytes, c->pre, sizeof(c->pre)); /* all of it: a fixed-size copy */
+		p->bytes[c->pre_len] = 0xcc;
+		p->len = c->pre_len + 1;
+		break;
+	case STEP_TAIL: /* the four bytes behind the int3 */
+		p->addr = c->site + 1;
+		memcpy(p->bytes, c->insn + 1, sizeof(nop5) - 1);
+		p->len = sizeof(nop5) - 1;
+		break;
+	default: /* the first byte */
+		p->addr = c->site;
+		p->bytes[0] = c->insn[0];
+		p->len = 1;
+		break;
 	}
-	err = ftpad_text_poke(step, n);
-	return err ? err : sync_all_cores();
 }
 
-int ftpad_arch_sites_write(struct ftpad_poke *pokes, size_t n)
+int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
 {
-	static const uint8_t int3 = 0xcc;
-	struct ftpad_poke *step;
-	int err;
+	int err = install_sigtrap();
 
-	if (!n)
-		return 0;
-	err = install_sigtrap();
-	if (err)
-		return err;
-	step = malloc(n * sizeof(*step));
-	if (!step)
-		return -ENOMEM;
-	err = write_step(step, pokes, n, 0, 1, &int3);
-	if (!err)
-		err = write_step(step, pokes, n, 1, sizeof(nop5) - 1, NULL);
-	if (!err)
-		err = write_step(step, pokes, n, 0, 1, NULL);
-	free(step);
+	for (int step = STEP_INT3; !err && step <= STEP_HEAD; step++) {
+		err = ftpad_text_write(changes, n, sizeof(*changes), step_part, step, true);
+		if (!err)
+			err = sync_all_cores();
+	}
 	return err;
 }
 
 /*
- * Whether the site is, as this thread reads it now, `call` to a stub that
- * reads the ops slot (patch.c "Slots are written by copies").  The int3
- * protocol writes the opcode byte last, so an e8 there means the rel32
- * behind it is whole; stubs sit at fixed offsets in their page.
- */
-static bool calls_slot_stub(uintptr_t site)
-{
-	const volatile uint8_t *p = (const volatile uint8_t *)site;
-	uint32_t rel32;
-	uintptr_t target;
-
-	if (p[0] != 0xe8)
-		return false;
-	rel32 = p[1] | p[2] << 8 | p[3] << 16 | (uint32_t)p[4] << 24;
-	target = site + sizeof(nop5) + (uintptr_t)(intptr_t)(int32_t)rel32;
-	return ((target & 0xfff) / STUB_SIZE) & KIND_SLOT;
-}
-
-/*
- * Called by ftpad_trampoline: ret is the address after the site's call,
- * kind what the stub put in r11.  Finding ip and ops is O(1) for sites with
- * a slot; slot-less sites take a binary search over their module.
+ * Called by the trampolines for every call the fast path does not take
+ * (trampoline_x86_64.S): ret is the address after the site's call, kind
+ * what the stub put in r11.
  */
 void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 			    struct ftpad_regs *regs, unsigned long kind)
 {
 	uintptr_t site = ret - sizeof(nop5);
 	uintptr_t ip = site - (kind & KIND_ENDBR ? sizeof(endbr64) : 0);
-	struct ftpad_ops *ops;
 
-	/* First, so that nothing below can recurse, and ops is held safely. */
-	if (!ftpad_enter())
-		return;
-	ops = ftpad_site_ops(site, kind & KIND_SLOT && calls_slot_stub(site) ? ip - 8 : 0);
-	if (ops)
-		ftpad_dispatch_entered(ip, parent_ip, ops, regs);
-	ftpad_exit();
+	ftpad_dispatch_site(ip, parent_ip, regs, site, kind & KIND_SLOT ? ip - 8 : 0);
 }

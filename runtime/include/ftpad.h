@@ -11,11 +11,16 @@
  * return NULL and set errno, and output structs begin with their size.
  *
  * Callbacks and everything they call must tolerate being entered from any
- * thread at any time, including from a signal handler.  A per-thread guard
- * drops calls made while a callback of the same thread is running (also
- * from a signal handler interrupting it), so a callback may call traced
- * functions without recursing.  This is Linux's FTRACE_OPS_FL_RECURSION
- * protection, given to every ops.  errno is saved around callbacks.
+ * thread at any time, including from a signal handler.  A callback may
+ * call traced functions: as in Linux, an ops registered without
+ * FTPAD_OPS_FL_RECURSION is then called recursively, and protects itself
+ * (ftpad_recursion_trylock()) if it must; with the flag, the runtime drops
+ * such calls for it.  Calls made while this thread is inside libftpad's own
+ * calls (register, filter, lookup) are always dropped.  errno is saved
+ * around callbacks, so a traced function finds the errno its caller left.
+ * A callback must return: it may not longjmp or throw out of the
+ * trampoline, which would leave the thread marked as dispatching forever
+ * (and ftpad_unregister_ops() waiting for it).
  *
  * Linking: -lftpad (libftpad.so), or LD_PRELOAD=libftpad.so, or the static
  * libftpad.a.  The built-in tracer (FTPAD_FILTER, FTPAD_OUTPUT) starts from
@@ -53,11 +58,29 @@ typedef void (*ftpad_func_t)(unsigned long ip, unsigned long parent_ip,
 /* The callback may redirect the function with ftpad_regs_set_ip().  Only
  * one IPMODIFY ops may trace a given function. */
 #define FTPAD_OPS_FL_IPMODIFY (1ul << 1)
-/* As in Linux: the runtime protects the callback from recursion.  ftpad
- * always does, for every ops (see above), so this flag is accepted and
- * changes nothing; an ops without it must not rely on seeing recursive
- * calls either. */
+/*
+ * As Linux's FTRACE_OPS_FL_RECURSION (since 5.11): the ops asks the runtime
+ * to protect its callback from recursion.  While a callback of any ops with
+ * this flag runs on a thread (and in signal handlers that interrupt it),
+ * calls that would reach an ops with this flag on that thread are dropped.
+ * Without the flag the callback is called for every traced call, including
+ * the ones it makes itself, and must handle recursion on its own (see
+ * ftpad_recursion_trylock(), which shares the same per-thread guard).
+ * Unlike Linux, which keeps one guard per context (task, softirq, irq,
+ * NMI), a signal handler that interrupts a protected callback counts as
+ * recursion: user space cannot tell the two apart cheaply.
+ */
 #define FTPAD_OPS_FL_RECURSION (1ul << 2)
+/*
+ * As Linux's FTRACE_OPS_FL_SAVE_REGS: sites this ops traces go through a
+ * trampoline that saves every general register and the flags, so that
+ * ftpad_get_pt_regs() returns them to the callback, and restores them all
+ * from there afterwards: the callback may change any of them (except the
+ * stack pointer).  Slower; without it only the argument registers are
+ * saved.  A function traced by several ops takes the full save as soon as
+ * one of them asks for it.
+ */
+#define FTPAD_OPS_FL_SAVE_REGS (1ul << 3)
 
 struct ftpad_ops {
 	ftpad_func_t func;
@@ -73,9 +96,33 @@ struct ftpad_ops {
 		void *filter;
 		void *entries;
 		void *notrace;
-		unsigned long reserved[4];
+		ftpad_func_t call; /* what the trampoline calls: func or an assist */
+		unsigned long reserved[3];
 	} internal;
 };
+
+/*
+ * Every register of the traced function at its entry, for callbacks of ops
+ * registered with FTPAD_OPS_FL_SAVE_REGS (ftpad_get_pt_regs()).  The layout
+ * follows Linux's struct pt_regs in spirit: the general registers, then
+ * where execution continues, the flags and the stack pointer.
+ */
+#if defined(__x86_64__)
+struct ftpad_pt_regs {
+	unsigned long r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8;
+	unsigned long rax, rcx, rdx, rsi, rdi;
+	unsigned long rip;    /* where the function continues (after its pad) */
+	unsigned long eflags; /* saved and restored only with SAVE_REGS */
+	unsigned long rsp;    /* at the function's entry, pointing at parent_ip; read-only */
+};
+#elif defined(__aarch64__)
+struct ftpad_pt_regs {
+	unsigned long regs[31]; /* x0-x30; x30 (and x9) hold the caller's return address */
+	unsigned long sp;       /* at the function's entry; read-only */
+	unsigned long pc;       /* where the function continues (after its pad) */
+	unsigned long pstate;   /* NZCV, saved and restored only with SAVE_REGS */
+};
+#endif
 
 /**
  * @brief **ftpad_register_ops()** starts calling ops->func at every
@@ -87,18 +134,26 @@ struct ftpad_ops {
  * each is called once per call, in registration order.
  *
  * Thread safety: may be called from any thread while other threads run
- * the functions being patched (the int3 protocol with membarrier SYNC_CORE;
- * a SIGTRAP handler is installed at the first patch and chains to the one
+ * the functions being patched (the int3 protocol with membarrier SYNC_CORE
+ * on x86_64, a single-instruction NOP/BL write on aarch64; a SIGTRAP
+ * handler is installed at the first x86_64 patch and chains to the one
  * installed before it).  Register, unregister and filter calls are
  * serialised by one lock.  Not from inside a callback (-EDEADLK).
+ * Async-signal-unsafe: it takes a lock and allocates memory.
+ *
+ * The first call (of any ftpad_* call that needs them) reads the site
+ * tables of the loaded modules; nothing is read or written at load time.
  *
  * @return 0; -EINVAL for a NULL ops or func or unknown flags; -EBUSY if the
  * ops is already registered, or if it has FTPAD_OPS_FL_IPMODIFY and another
  * registered IPMODIFY ops traces one of its functions; -EDEADLK from a
- * callback; -ENOMEM; -EPERM or -EACCES when the text
- * cannot be written (see ftpad_strerror()); -ERANGE when no trampoline
- * stub can be mapped within reach of a module's text.  On error nothing is
- * left registered and the text is as before.
+ * callback; -ENOMEM; -EPERM or -EACCES when the text cannot be written
+ * (see ftpad_strerror()); -ERANGE when no trampoline stub can be mapped
+ * within reach of a module's text; -EAGAIN when a selected function has a
+ * kernel-ABI pad (aarch64 NOP NOP) not yet prepared and the process runs
+ * more than one thread (its `mov x9, x30` can only be written while the
+ * process is single-threaded).  On error nothing is left registered and
+ * the text is as before.
  */
 FTPAD_API int ftpad_register_ops(struct ftpad_ops *ops);
 
@@ -179,11 +234,40 @@ FTPAD_API unsigned long ftpad_regs_get_stack_pointer(struct ftpad_regs *regs);
 FTPAD_API int ftpad_regs_set_ip(struct ftpad_regs *regs, unsigned long ip);
 
 /**
+ * @brief **ftpad_get_pt_regs()** returns every register of the traced
+ * function as it was at its entry, or NULL unless the site went through
+ * the full save of FTPAD_OPS_FL_SAVE_REGS (as Linux's ftrace_get_regs()).
+ * The callback may change the registers; the trampoline restores them all
+ * from there (rsp/sp excepted).  Changing rip/pc is a redirect: use
+ * ftpad_regs_set_ip(), which checks FTPAD_OPS_FL_IPMODIFY.  Only valid
+ * inside the callback that received regs.
+ */
+FTPAD_API struct ftpad_pt_regs *ftpad_get_pt_regs(struct ftpad_regs *regs);
+
+/**
+ * @brief **ftpad_recursion_trylock()** is for callbacks of ops without
+ * FTPAD_OPS_FL_RECURSION that call traced functions: it takes this
+ * thread's recursion guard, the one FTPAD_OPS_FL_RECURSION uses (Linux's
+ * ftrace_test_recursion_trylock()).  Async-signal-safe, never blocks.
+ *
+ * @return 0, and the caller must call ftpad_recursion_unlock() before it
+ * returns; -EBUSY when the guard is already held on this thread (the
+ * caller is recursing: it should return at once); -ENOMEM when no
+ * per-thread state could be set up.
+ */
+FTPAD_API int ftpad_recursion_trylock(void);
+
+/** @brief **ftpad_recursion_unlock()** releases what ftpad_recursion_trylock() took. */
+FTPAD_API void ftpad_recursion_unlock(void);
+
+/**
  * @brief **ftpad_lookup_name()** returns the name of the function whose entry
  * is ip (a site's name from its record or symbol table, else any FUNC symbol
  * with that value), or NULL with errno = ENOENT.  The string lives as long as
- * the module.  The first call for a module without a site table reads its
- * symbol table and is therefore not async-signal-safe.
+ * the module.  Callable from callbacks.  The first call for a module whose
+ * records have no names reads its symbol table under a lock, and is
+ * therefore not async-signal-safe; with named records (the GCC plugin's) it
+ * takes no lock.
  */
 FTPAD_API const char *ftpad_lookup_name(unsigned long ip);
 
