@@ -30,7 +30,13 @@ set(a64_flags -std=gnu11 -O2 -g -Wall -Wextra -fPIC -fvisibility=hidden
 
 file(MAKE_DIRECTORY ${a64_dir}/obj)
 set(a64_objects)
-foreach(src ${a64_sources})
+# dlhooks.c and starthook.c interpose glibc's functions: in the shared
+# library only, as on the host (CMakeLists.txt); early_preinit.c in the
+# static one only.
+set(a64_shared_only ${a64_dir}/obj/dlhooks.c.o ${a64_dir}/obj/starthook.c.o)
+set(a64_static_only ${a64_dir}/obj/early_preinit.c.o)
+foreach(src ${a64_sources} ${CMAKE_CURRENT_SOURCE_DIR}/dlhooks.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/starthook.c ${CMAKE_CURRENT_SOURCE_DIR}/early_preinit.c)
   get_filename_component(name ${src} NAME)
   set(obj ${a64_dir}/obj/${name}.o)
   add_custom_command(OUTPUT ${obj}
@@ -39,23 +45,39 @@ foreach(src ${a64_sources})
     DEPFILE ${obj}.d
     COMMENT "aarch64: ${name}"
     VERBATIM)
-  list(APPEND a64_objects ${obj})
+  if(NOT obj IN_LIST a64_shared_only AND NOT obj IN_LIST a64_static_only)
+    list(APPEND a64_objects ${obj})
+  endif()
 endforeach()
 
 add_custom_command(OUTPUT ${a64_dir}/libftpad.so
   COMMAND ${FTPAD_AARCH64_GCC_PATH} -shared -o ${a64_dir}/libftpad.so ${a64_objects}
+    ${a64_shared_only}
     -Wl,-soname,libftpad.so.0
     -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
     -Wl,-z,defs -Wl,-z,noexecstack
   COMMAND ${CMAKE_COMMAND} -E create_symlink libftpad.so ${a64_dir}/libftpad.so.0
-  DEPENDS ${a64_objects} ${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
+  DEPENDS ${a64_objects} ${a64_shared_only} ${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
   COMMENT "aarch64: libftpad.so"
   VERBATIM)
 add_custom_command(OUTPUT ${a64_dir}/libftpad.a
   COMMAND ${CMAKE_COMMAND} -E rm -f ${a64_dir}/libftpad.a
-  COMMAND ${FTPAD_AARCH64_AR} rcs ${a64_dir}/libftpad.a ${a64_objects}
-  DEPENDS ${a64_objects}
+  COMMAND ${FTPAD_AARCH64_AR} rcs ${a64_dir}/libftpad.a ${a64_objects} ${a64_static_only}
+  DEPENDS ${a64_objects} ${a64_static_only}
   COMMENT "aarch64: libftpad.a"
   VERBATIM)
 add_custom_target(ftpad_aarch64 ALL
   DEPENDS ${a64_dir}/libftpad.so ${a64_dir}/libftpad.a)
+
+# The ftpad command for aarch64, beside the libraries: it finds libftpad.so
+# at ../libftpad.so from build/runtime/aarch64/bin/.
+add_custom_command(OUTPUT ${a64_dir}/bin/ftpad
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${a64_dir}/bin
+  COMMAND ${FTPAD_AARCH64_GCC_PATH} -std=gnu11 -O2 -g -Wall -Wextra
+    -DFTPAD_VERSION="${PROJECT_VERSION}" -DFTPAD_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"
+    -DFTPAD_BUILD_LIB="../libftpad.so"
+    ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c -o ${a64_dir}/bin/ftpad
+  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c
+  COMMENT "aarch64: ftpad"
+  VERBATIM)
+add_custom_target(ftpad_aarch64_tool ALL DEPENDS ${a64_dir}/bin/ftpad)

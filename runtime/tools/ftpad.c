@@ -25,6 +25,11 @@
 #ifndef FTPAD_INSTALL_LIBDIR
 #define FTPAD_INSTALL_LIBDIR "lib"
 #endif
+/* Where the build tree keeps libftpad.so, from the tool's directory:
+ * build/bin/ftpad, or build/runtime/aarch64/bin/ftpad for the aarch64 one. */
+#ifndef FTPAD_BUILD_LIB
+#define FTPAD_BUILD_LIB "../runtime/libftpad.so"
+#endif
 
 #define EXIT_USAGE 2
 
@@ -60,7 +65,7 @@ static int find_library(char *out, size_t size)
 	const char *env = getenv("FTPAD_LIB");
 	char self[PATH_MAX], *dir;
 	ssize_t n;
-	static const char *const rel[] = { "../runtime/libftpad.so",
+	static const char *const rel[] = { FTPAD_BUILD_LIB,
 					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so" };
 
 	if (env && *env) {
@@ -85,8 +90,8 @@ static int find_library(char *out, size_t size)
 		if (!access(path, R_OK) && realpath(path, out))
 			return 0;
 	}
-	fprintf(stderr, "ftpad: error: cannot find libftpad.so in %s/../runtime or %s/../%s; "
-		"set FTPAD_LIB\n", dir, dir, FTPAD_INSTALL_LIBDIR);
+	fprintf(stderr, "ftpad: error: cannot find libftpad.so as %s/%s or in %s/../%s; "
+		"set FTPAD_LIB\n", dir, FTPAD_BUILD_LIB, dir, FTPAD_INSTALL_LIBDIR);
 	return -1;
 }
 
