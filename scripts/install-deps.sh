@@ -47,6 +47,10 @@ packages=(
 missing=()
   # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py)
   groff-base
+  # strace shows libftpad's writes and membarriers (tests/test_runtime_text.py)
+  strace
+  # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py)
+  groff-base
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")

@@ -23,6 +23,8 @@ from ftpadtest import A64_PLUGIN, BUILD, FLAG_BTI, INCLUDE, Image, run
 
 SRC = pathlib.Path(__file__).parent / "runtime"
 RT = SRC / "rt_aarch64.c"
+RT_PADS = SRC / "rt_pads_aarch64.c"
+PADS = SRC / "pads_aarch64.S"
 IPA_RA = SRC / "ipa_ra_aarch64.c"
 CC = "aarch64-linux-gnu-gcc-12"
 SYSROOT = "/usr/aarch64-linux-gnu"
@@ -266,3 +268,149 @@ def test_toggling_under_running_threads(a64_stress):
 def test_no_call_lost_while_enabled(a64_stress):
     p = qemu(a64_stress, "exact", "4", "300")
     assert p.stdout.startswith("ok "), p.stdout
+
+
+def test_no_call_lost_while_others_patch_the_same_sites(a64_stress):
+    """As on x86_64 (test_runtime_threads.py): one ops stays, others come
+    and go on the same sites, some with the full register save."""
+    p = qemu(a64_stress, "exactrace", "4", "100")
+    assert p.stdout == "ok traps=0\n", p.stdout
+
+
+# ---- hand-made pads: the kernel layout (NOP NOP) and the full register save
+
+BTI_C = 0xd503245f
+KERNEL_PADS = ("kadd2", "kadd3_bti", "kdouble", "ksum10", "kcalls")
+
+
+@pytest.fixture(scope="module")
+def rt_pads(a64, tmp_path_factory):
+    """tests/runtime/rt_pads_aarch64.c over pads_aarch64.S (records written
+    by hand, so no compiler is involved), static."""
+    exe = tmp_path_factory.mktemp("a64pads") / "rt_pads"
+    run([CC, "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}", "-pthread", RT_PADS,
+         PADS, "-static", LIBDIR / "libftpad.a", "-o", exe])
+    with Image(exe) as image:
+        sites = {s.name: s for s in image.sites()}
+    assert not any(sites[n].flags & ftpadtest.FLAG_MOV_X9 for n in KERNEL_PADS)
+    assert sites["add1"].flags & ftpadtest.FLAG_MOV_X9
+    return exe
+
+
+def test_kernel_layout_traced(rt_pads):
+    """NOP NOP pads, with and without bti c and an ops slot: the runtime
+    writes the MOV itself; ip, parent_ip (right behind the BL that called)
+    and the arguments, registers and stack, are exact."""
+    out = qemu(rt_pads, "trace").stdout
+    events = re.findall(r"^event (\S+) ip=(0x[0-9a-f]+) parent=(0x[0-9a-f]+) args=(\S+)$", out, re.M)
+    assert [e[0] for e in events] == ["add1", "kadd2", "kadd3_bti", "kdouble", "ksum10", "kcalls",
+                                      "kadd2", "kadd2"], out
+    assert "after-unregister events=0" in out
+    firsts = {"add1": 1, "kadd2": 1, "kadd3_bti": 1, "kdouble": 3}
+    with Image(rt_pads) as image:
+        funcs = image.functions()
+        for i, (name, ip, parent, args) in enumerate(events):
+            ip, parent, args = int(ip, 16), int(parent, 16), [int(a) for a in args.split(",")]
+            assert ip == funcs[name][0]
+            assert bl_target(word(image, parent - 4), parent - 4) == ip
+            caller = "kcalls" if i >= 6 else "call_all"
+            assert function_at(funcs, parent) in (caller, "cmd_trace")
+            if name == "ksum10":
+                assert args == list(range(1, 11))
+            elif name in firsts and i < 6:
+                assert args[0] == firsts[name]
+        assert [int(e[3].split(",")[0]) for e in events[6:]] == [5, 7]
+
+
+def test_kernel_layout_bytes(rt_pads):
+    """Enabling a NOP NOP pad writes the MOV into the first NOP and a BL
+    into the second (and the slot); disabling puts the NOP back at the site
+    and the slot's NOPs, and keeps the MOV, as Linux does."""
+    out = qemu(rt_pads, "bytes").stdout
+    pads = {}
+    for phase, entry, words in re.findall(r"^pad (\w+) (0x[0-9a-f]+) (.+)$", out, re.M):
+        pads.setdefault(int(entry, 16), {})[phase] = [int(w, 16) for w in words.split()]
+    with Image(rt_pads) as image:
+        sites = {s.entry: s for s in image.sites()}
+        for entry, ph in pads.items():
+            site = sites[entry]
+            i = 2 + (site.site - entry) // 4  # the site's index in the dump
+            before, enabled, after = ph["before"], ph["enabled"], ph["after"]
+            assert before == list(struct.unpack("<6I", image.read(entry - 8, 24)))
+            assert before[i] == NOP and enabled[i - 1] == after[i - 1] == MOV_X9_X30
+            bl_target(enabled[i], site.site)
+            assert after[i] == NOP
+            kernel = site.name != "add1"
+            assert before[i - 1] == (NOP if kernel else MOV_X9_X30)
+            if site.ops:
+                assert before[:2] == after[:2] == [NOP, NOP] != enabled[:2]
+            if site.flags & FLAG_BTI:
+                assert before[2] == enabled[2] == after[2] == BTI_C
+            changed = [k for k in range(6) if after[k] != before[k]]
+            assert changed == ([i - 1] if kernel else [])
+
+
+def test_kernel_layout_refused_while_threads_run(rt_pads):
+    """The MOV cannot be written safely while another thread may be between
+    the two NOPs: with a second thread running, registering an ops on
+    NOP NOP pads fails with -EAGAIN and a message naming a function, and
+    nothing is written; the user layout is still patched."""
+    p = qemu(rt_pads, "threads")
+    assert "register k* with a thread: -11\n" in p.stdout
+    assert re.search(r"error: ftpad: kadd2 and others: a kernel-ABI pad \(NOP NOP, no mov x9, "
+                     r"x30 from the compiler\): its MOV can only be written while the process is "
+                     r"single-threaded, and \d+ threads run; 5 such functions not patched", p.stderr)
+    refused = re.findall(r"^pad refused (0x[0-9a-f]+) (.+)$", p.stdout, re.M)
+    with Image(rt_pads) as image:
+        for entry, words in refused:
+            entry = int(entry, 16)
+            assert [int(w, 16) for w in words.split()] == \
+                list(struct.unpack("<6I", image.read(entry - 8, 24)))
+    assert "events 0\nregister add1 with a thread: 0\nevents 1\n" in p.stdout
+
+
+def test_kernel_layout_toggled_under_threads_once_prepared(rt_pads):
+    """Once its MOV was written (while single-threaded), a NOP NOP pad
+    toggles like the user layout, NOP <-> BL, while four threads run it:
+    300 toggles, then 20 rounds counted exactly between barriers."""
+    assert qemu(rt_pads, "prepared", "300").stdout == "prepared ok 300\n"
+
+
+def test_full_register_save(rt_pads):
+    """FTPAD_OPS_FL_SAVE_REGS: the callback reads x19-x28, the carry flag,
+    pc, x9 and x30 as they were at the entry, and the registers it changes
+    (x19, x28, x29, the carry) are what the function runs with and returns
+    to its caller.  Without the flag, ftpad_get_pt_regs() is NULL."""
+    p = qemu(rt_pads, "regs")
+    assert p.stdout == ("regs x19=0x9191 x20=0x2020 x27=0x2727 x28=0x8282 x0=0 x29=0x2929\n"
+                        "partial 1 x0=1 x19=0x1919\n")
+
+
+PLAIN_A64 = r"""
+#include <stdio.h>
+__attribute__((noipa)) long f_square(long x) { return x * x; }
+__attribute__((noipa)) long f_twice(long x) { return f_square(x) + f_square(x + 1); }
+int main(void) { printf("%ld\n", f_twice(3)); return 0; }
+"""
+
+
+def test_ftpad_record_command(tmp_path, a64):
+    """build/runtime/aarch64/bin/ftpad, the aarch64 `ftpad record`, run under
+    qemu: it finds its libftpad.so (../libftpad.so), sets the environment
+    and runs PROG with it preloaded.  Without binfmt_misc an aarch64 PROG
+    cannot be exec'd directly, so PROG is qemu-aarch64 running the
+    program, which passes the environment on; the host's loader then
+    ignores the aarch64 preload with a warning."""
+    tool = LIBDIR / "bin" / "ftpad"
+    assert tool.exists(), f"{tool} is missing: run `make` with {CC} installed"
+    (tmp_path / "plain.c").write_text(PLAIN_A64)
+    exe = tmp_path / "plain"
+    run([CC, "-O2", *ftpadtest.plugin_flags(A64_PLUGIN, include="f_*"), tmp_path / "plain.c",
+         "-o", exe])
+    out = tmp_path / "trace.txt"
+    p = qemu(tool, "record", "-f", "f_sq*", "-o", out, "--", "qemu-aarch64", "-L", SYSROOT, exe)
+    assert p.stdout == "25\n"
+    lines = out.read_text().splitlines()
+    assert [line.split(" ", 1)[1] for line in lines[:-1]] == ["f_square <-f_twice"] * 2, lines
+    assert lines[-1] == "ftpad: 2 sites found, 1 sites enabled, 2 calls seen"
+    assert qemu(tool, "--version").stdout.startswith("ftpad ")

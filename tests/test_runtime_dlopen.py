@@ -27,6 +27,40 @@ int main(int argc, char **argv)
 '''
 
 
+# Also knows nothing of libftpad, but asks the preloaded one how many sites
+# it sees (dlsym: it is not linked against it).
+PLAIN_STATS = r'''
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+struct stats { size_t sz; unsigned long modules, sites, enabled, traps; };
+int main(int argc, char **argv)
+{
+	int (*get_stats)(struct stats *) = (int (*)(struct stats *))dlsym(RTLD_DEFAULT, "ftpad_get_stats");
+	const char *(*name)(unsigned long) =
+		(const char *(*)(unsigned long))dlsym(RTLD_DEFAULT, "ftpad_lookup_name");
+	struct stats st = { sizeof(st) };
+	if (argc < 2 || !get_stats || !name)
+		return 2;
+	for (int round = 0; round < 2; round++) {
+		void *h = dlopen(argv[1], RTLD_NOW);
+		long (*square)(long) = h ? (long (*)(long))dlsym(h, "lib_square") : 0;
+		unsigned long ip = (unsigned long)square;
+		if (!square)
+			return 1;
+		get_stats(&st);
+		printf("loaded: sites=%lu enabled=%lu square=%ld name=%s\n", st.sites, st.enabled,
+		       square(round + 7), name(ip));
+		dlclose(h);
+		get_stats(&st);
+		printf("closed: sites=%lu enabled=%lu name=%s\n", st.sites, st.enabled,
+		       name(ip) ? "found" : "none");
+	}
+	return 0;
+}
+'''
+
+
 @pytest.fixture(scope="module")
 def dl(plugin, libftpad, tmp_path_factory):
     d = tmp_path_factory.mktemp("dl")
@@ -36,6 +70,8 @@ def dl(plugin, libftpad, tmp_path_factory):
          f"-L{LIBDIR}", "-lftpad", f"-Wl,-rpath,{LIBDIR}", "-o", d / "dl"])
     (d / "plain.c").write_text(PLAIN)
     run(["gcc", "-O2", d / "plain.c", "-o", d / "dl_plain"])
+    (d / "plain_stats.c").write_text(PLAIN_STATS)
+    run(["gcc", "-O2", d / "plain_stats.c", "-o", d / "dl_plain_stats"])
     return d
 
 
@@ -64,3 +100,21 @@ def test_dlopen_under_preload(dl, tmp_path):
     lines = out.read_text().splitlines()
     assert len(lines) == 2 and lines[0].endswith(" lib_square <-main"), lines
     assert lines[1] == "ftpad: 0 sites found, 0 sites enabled, 1 calls seen"
+
+
+def test_dlopen_dlclose_under_preload(dl, tmp_path):
+    """Preloaded into a program that does not know it, libftpad also sees
+    the dlclose (its interposed dlclose rescans at once): the library's
+    site is gone and so is its name; loaded again, it is patched again."""
+    out = tmp_path / "trace.txt"
+    p = run([FTPAD_BIN, "record", "-f", "lib_*", "-o", out, "--",
+             dl / "dl_plain_stats", dl / "libdl_lib.so"])
+    assert p.stdout.splitlines() == [
+        "loaded: sites=1 enabled=1 square=49 name=lib_square",
+        "closed: sites=0 enabled=0 name=none",
+        "loaded: sites=1 enabled=1 square=64 name=lib_square",
+        "closed: sites=0 enabled=0 name=none",
+    ]
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and all(x.endswith(" lib_square <-main") for x in lines[:2]), lines
+    assert lines[2] == "ftpad: 0 sites found, 0 sites enabled, 2 calls seen"

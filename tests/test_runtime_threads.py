@@ -65,6 +65,27 @@ def test_fork_while_patching(stress):
     assert re.fullmatch(r"ok traps=\d+\n", p.stdout), p.stdout
 
 
+def test_fork_from_a_callback_while_patching(stress):
+    """A thread forks from inside a callback, 100 times, while the main
+    thread toggles sites and four threads run them.  The fork handlers cannot
+    wait for the lock there (its holder may be waiting for that very
+    callback), so a child may start with it held by a thread it does not
+    have: the child must make it new.  Each child registers, counts its
+    calls exactly and unregisters; one that hangs is killed by its alarm(20)
+    and fails the test (without the fix, most do)."""
+    p = run([stress, "forkcb", "4", "100"], timeout=600)
+    assert re.fullmatch(r"ok traps=\d+\n", p.stdout), p.stdout
+
+
+def test_no_call_lost_while_others_patch_the_same_sites(stress):
+    """One ops stays registered on three functions while another thread
+    registers and unregisters ops on the same functions without pause (the
+    sites go from one ops to the list ops, to the full register save and
+    back); between barriers, the ops that stayed sees every call exactly."""
+    p = run([stress, "exactrace", "4", "300"])
+    assert re.fullmatch(r"ok traps=\d+\n", p.stdout), p.stdout
+
+
 def test_no_call_lost_while_enabled(stress):
     """Between barriers, with the ops registered before the workers start
     and unregistered after they stop, the callback sees exactly every call:

@@ -24,7 +24,8 @@ LIBDIR = BUILD / "runtime"
 
 # The hand-made functions, (prefix-less name: has a valid site).
 FUNCS = {"add1": True, "add1_endbr": True, "noslot": True, "noslot_endbr": True,
-         "sum8": True, "calls_add1": True, "echo_regs": True, "bad": False}
+         "sum8": True, "calls_add1": True, "echo_regs": True, "echo_regs_noslot": True,
+         "regs_probe": True, "bad": False}
 VALID = sorted(p + f for p in ("t_", "so_") for f, ok in FUNCS.items() if ok)
 # What rt_main's call_all() calls, in order, with the first argument; a
 # call to t_calls_add1 is followed by its two calls to t_add1.
@@ -114,10 +115,10 @@ def test_sites_found_in_pie_and_shared_library(progs):
             assert sorted(s.entry for s in image.sites()) == sorted(
                 image.functions()[prefix + f][0] for f in FUNCS)
     p = rt(progs, "trace", "-")
-    # Two modules, 7 good sites each; each module's broken site is refused.
-    assert stats(p.stdout, "before") == (2, 14, 0)
-    assert stats(p.stdout, "enabled") == (2, 14, 14)
-    assert stats(p.stdout, "after") == (2, 14, 0)
+    # Two modules, 9 good sites each; each module's broken site is refused.
+    assert stats(p.stdout, "before") == (2, 18, 0)
+    assert stats(p.stdout, "enabled") == (2, 18, 18)
+    assert stats(p.stdout, "after") == (2, 18, 0)
     for prefix in ("t_", "so_"):
         assert re.search(rf"warning: ftpad: {prefix}bad: the site is not the 5-byte NOP "
                          r"0f 1f 44 00 00; not patched", p.stderr), p.stderr
@@ -198,9 +199,20 @@ def test_disable_restores_every_byte(progs, method):
     before, enabled, after = (pads(p.stdout, ph) for ph in ("before", "enabled", "after"))
     assert before == file_pads(progs, before)
     assert after == before
+    base = bases(p.stdout)
+    stub_pages = {}
     for name, code in enabled.items():
         with ftpadtest.Image(image_of(progs, name)) as image:
             site = next(s for s in image.sites() if s.entry == image.functions()[name][0])
+            at = 16 + site.site - site.entry
+            if code[at] == 0xE8:
+                # The call goes to the module's own stub page, outside its
+                # image and within rel32 of it.
+                target = site.site + 5 + int.from_bytes(code[at + 1:at + 5], "little", signed=True)
+                with pytest.raises(KeyError):
+                    image.read(target, 1)
+                prefix = "so_" if name.startswith("so_") else "t_"
+                stub_pages.setdefault(prefix, set()).add((target + base[prefix]) & ~0xfff)
         # Offsets in the dump, which starts 16 bytes before the entry.
         at, end = 16 + site.site - site.entry, 16 + site.site - site.entry + site.after
         if name.endswith("bad"):
@@ -210,11 +222,14 @@ def test_disable_restores_every_byte(progs, method):
         assert code[16:at] == before[name][16:at]  # endbr64
         if site.ops:
             assert code[8:16] != before[name][8:16] == bytes.fromhex("0f1f840000000000")
+    # One stub page per module: the program's and the library's differ.
+    assert len(stub_pages["t_"]) == len(stub_pages["so_"]) == 1
+    assert stub_pages["t_"] != stub_pages["so_"]
 
 
 def test_idle_program_text_untouched(progs):
     p = rt(progs, "idle")
-    assert stats(p.stdout, "idle") == (2, 14, 0)
+    assert stats(p.stdout, "idle") == (2, 18, 0)
     assert pads(p.stdout, "idle") == file_pads(progs, pads(p.stdout, "idle"))
     cow = dict(re.findall(r"^cow (\S+) (\d+)$", p.stdout, re.M))
     assert cow and set(cow.values()) == {"0"}, p.stdout
@@ -224,8 +239,24 @@ def test_idle_program_text_untouched(progs):
 
 
 def test_trampoline_preserves_argument_registers(progs):
+    """A callback clobbers every call-clobbered register; the function must
+    still receive each argument register (rdi-r9, rax, r10, xmm0-7) as its
+    caller set it, on every trampoline path: the fast one (sites with an
+    ops slot), the one through C (without), and the full register save,
+    in the program and in a library."""
     p = rt(progs, "regs")
-    assert p.stdout == "regs ok\n"
+    assert p.stdout == "regs ok 8\n"
+
+
+def test_full_register_save(progs):
+    """FTPAD_OPS_FL_SAVE_REGS: the callback reads rbx, rbp, r12-r15, the
+    flags, rip and rsp as they were at the entry, and what it changes
+    (rbx, rbp, r13, the carry flag) is what the function runs with and
+    returns to its caller.  Without the flag, ftpad_get_pt_regs() is NULL."""
+    p = rt(progs, "saveregs")
+    want = ("rbx=0xb0 rbp=0xc0 r12=0x1212121212121212 r13=0x31 r15=0x1515151515151515 "
+            "rax=0\n")
+    assert p.stdout == f"t_ {want}so_ {want}full=2 partial=1 rbx=0xb0b0b0b0b0b0b0b\n"
 
 
 def test_static_library(progs):
@@ -256,10 +287,10 @@ def test_builtin_tracer_from_environment(progs, tmp_path, prog):
     p = rt(progs, *args, prog=prog, env={"FTPAD_FILTER": "t_*", "FTPAD_OUTPUT": str(out)})
     calls, summary = read_trace(out.read_text())
     if prog == "rt_main":  # idle calls nothing traced
-        assert calls == [] and summary == (14, 7, 0)
+        assert calls == [] and summary == (18, 9, 0)
     else:
         assert [(c["func"], c["caller"]) for c in calls] == PLAIN_TRACE
-        assert summary == (7, 7, 4)
+        assert summary == (9, 9, 4)
         assert {c["comm"] for c in calls} == {prog} and len({c["tid"] for c in calls}) == 1
     assert p.returncode == 0
 
@@ -274,7 +305,7 @@ def test_record_preloads_into_unlinked_program(progs, tmp_path):
     assert p.stdout == "5\n"
     calls, summary = read_trace(out.read_text())
     assert [(c["func"], c["caller"]) for c in calls] == PLAIN_TRACE[:3]
-    assert summary == (7, 2, 3)
+    assert summary == (9, 2, 3)
     assert calls[0]["comm"] == "plain" and int(calls[0]["tid"]) > 0
 
 
@@ -282,7 +313,7 @@ def test_record_defaults_to_all_functions_on_stderr(progs):
     p = run([FTPAD_BIN, "record", progs / "plain"])
     calls, summary = read_trace(p.stderr)
     assert [(c["func"], c["caller"]) for c in calls] == PLAIN_TRACE
-    assert summary == (7, 7, 4)
+    assert summary == (9, 9, 4)
 
 
 def test_record_keeps_existing_preload(progs, tmp_path):
@@ -410,6 +441,6 @@ def test_tracer_counts_calls_from_threads(progs, tmp_path):
     p = run([FTPAD_BIN, "record", "-f", "t_add1", "-o", out, "--", tmp_path / "threads"])
     assert p.stdout == f"{4 * 500500}\n"
     calls, summary = read_trace(out.read_text())
-    assert summary == (7, 1, 4000) and len(calls) == 4000
+    assert summary == (9, 1, 4000) and len(calls) == 4000
     assert {(c["comm"], c["func"], c["caller"]) for c in calls} == {("threads", "t_add1", "work")}
     assert len({c["tid"] for c in calls}) == 4

@@ -5,6 +5,8 @@
  * line per check; tests/test_runtime_api.py compares them.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,6 +85,60 @@ static void calls_f(unsigned long ip, unsigned long parent_ip, struct ftpad_ops 
 		f(2, 2);
 }
 
+/* Without FTPAD_OPS_FL_RECURSION the callback sees the calls it makes
+ * itself, and must stop on its own. */
+static int unprotected_calls, unprotected_depth;
+
+static void calls_f_unprotected(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+				struct ftpad_regs *regs)
+{
+	(void)ip, (void)parent_ip, (void)ops, (void)regs;
+	unprotected_calls++;
+	if (unprotected_depth < 3) {
+		unprotected_depth++;
+		f(2, 2);
+		unprotected_depth--;
+	}
+}
+
+/* ... or with the guard FTPAD_OPS_FL_RECURSION uses. */
+static int guarded_calls, guarded_blocked;
+
+static void calls_f_guarded(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+			    struct ftpad_regs *regs)
+{
+	(void)ip, (void)parent_ip, (void)ops, (void)regs;
+	if (ftpad_recursion_trylock()) {
+		guarded_blocked++;
+		return;
+	}
+	guarded_calls++;
+	f(2, 2);
+	ftpad_recursion_unlock();
+}
+
+/* A signal handler interrupting a callback: recursion, for the guard. */
+static int handler_calls;
+static volatile sig_atomic_t in_usr1;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	in_usr1 = 1;
+	f(3, 3);
+	in_usr1 = 0;
+}
+
+static void raises(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+		   struct ftpad_regs *regs)
+{
+	(void)ip, (void)parent_ip, (void)regs, (void)ops;
+	handler_calls++;
+	/* The handler's call of f comes back here: raise only from outside. */
+	if (!in_usr1 && handler_calls < 10)
+		raise(SIGUSR1);
+}
+
 static void must(int err, const char *what)
 {
 	if (err)
@@ -156,6 +212,7 @@ static void misuse(void)
 	struct ftpad_ops inside = { .func = registers_inside };
 
 	printf("unknown flag: %d\n", ftpad_register_ops(&bad));
+	printf("strerror: %s | %s\n", ftpad_strerror(-EDEADLK), ftpad_strerror(-EPERM));
 	must(ftpad_set_filter(&inside, "f", 1), "filter inside");
 	must(ftpad_register_ops(&inside), "register inside");
 	f(1, 1);
@@ -173,6 +230,41 @@ static void recursion(void)
 	f(1, 1);
 	must(ftpad_unregister_ops(&ops), "unregister recursion");
 	printf("recursion: %d callbacks for 2 calls\n", recursing_calls);
+
+	ops.func = calls_f_unprotected;
+	ops.flags = 0;
+	must(ftpad_register_ops(&ops), "register unprotected");
+	f(1, 1);
+	f(1, 1);
+	must(ftpad_unregister_ops(&ops), "unregister unprotected");
+	printf("no recursion flag: %d callbacks for 2 calls\n", unprotected_calls);
+
+	ops.func = calls_f_guarded;
+	must(ftpad_register_ops(&ops), "register guarded");
+	f(1, 1);
+	f(1, 1);
+	must(ftpad_unregister_ops(&ops), "unregister guarded");
+	printf("trylock: %d callbacks, %d blocked\n", guarded_calls, guarded_blocked);
+}
+
+static void signal_in_callback(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	struct ftpad_ops ops = { .func = raises };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	must(ftpad_set_filter(&ops, "f", 1), "filter signal");
+	must(ftpad_register_ops(&ops), "register signal");
+	f(1, 1);
+	must(ftpad_unregister_ops(&ops), "unregister signal");
+	printf("signal in a callback: %d callbacks\n", handler_calls);
+	handler_calls = 0;
+	ops.flags = FTPAD_OPS_FL_RECURSION;
+	must(ftpad_register_ops(&ops), "register signal protected");
+	f(1, 1);
+	must(ftpad_unregister_ops(&ops), "unregister signal protected");
+	printf("signal in a protected callback: %d callbacks\n", handler_calls);
 }
 
 int main(void)
@@ -182,5 +274,6 @@ int main(void)
 	redirect();
 	misuse();
 	recursion();
+	signal_in_callback();
 	return 0;
 }

@@ -125,7 +125,7 @@
 	END F(calls_add1)
 
 /* void echo_regs(void *out): store every argument register but rdi into out */
-	PAD F(echo_regs)
+	.macro ECHO_BODY
 	mov %rsi, 0(%rdi)
 	mov %rdx, 8(%rdi)
 	mov %rcx, 16(%rdi)
@@ -142,7 +142,23 @@
 	movdqu %xmm6, 56+6*16(%rdi)
 	movdqu %xmm7, 56+7*16(%rdi)
 	ret
+	.endm
+
+	PAD F(echo_regs)
+	ECHO_BODY
 	END F(echo_regs)
+
+/* The same without an ops slot: the trampolines' path through C. */
+	PAD F(echo_regs_noslot), slot=0
+	ECHO_BODY
+	END F(echo_regs_noslot)
+
+/* long regs_probe(void): the carry flag at its entry, 0 or 1 */
+	PAD F(regs_probe)
+	setc %al
+	movzbl %al, %eax
+	ret
+	END F(regs_probe)
 
 /* long bad(void): its record claims a NOP site that is not there */
 	PAD F(bad), bad=1
@@ -151,15 +167,16 @@
 	END F(bad)
 
 /*
- * void check_regs(void *out): not padded.  Loads regs_expected into the
- * argument registers, rax, r10 and xmm0-7, and calls echo_regs(out), so the
- * caller can check that the trampoline gave every one of them back.
+ * void check_regs(void *out, void *echo): not padded.  Loads regs_expected
+ * into the argument registers, rax, r10 and xmm0-7, and calls echo(out)
+ * (echo_regs or echo_regs_noslot), so the caller can check that the
+ * trampoline gave every one of them back.
  */
 	.text
 	.globl F(check_regs)
 	.type F(check_regs), @function
 F(check_regs):
-	sub $8, %rsp
+	push %rsi
 	lea .Lregs_expected(%rip), %r11
 	mov 0(%r11), %rsi
 	mov 8(%r11), %rdx
@@ -176,10 +193,51 @@ F(check_regs):
 	movdqu 56+5*16(%r11), %xmm5
 	movdqu 56+6*16(%r11), %xmm6
 	movdqu 56+7*16(%r11), %xmm7
-	CALL_LOCAL F(echo_regs)
+	call *(%rsp)
 	add $8, %rsp
 	ret
 	.size F(check_regs), . - F(check_regs)
+
+/*
+ * void call_regs_probe(unsigned long out[8]): not padded.  Sets rbx, rbp
+ * and r12-r15 to known values and the carry flag, calls regs_probe, and
+ * stores rbx, rbp, r12-r15 and rax as they come back, so that a callback
+ * of an ops with FTPAD_OPS_FL_SAVE_REGS can be seen to read and change them.
+ */
+	.globl F(call_regs_probe)
+	.type F(call_regs_probe), @function
+F(call_regs_probe):
+	push %rbx
+	push %rbp
+	push %r12
+	push %r13
+	push %r14
+	push %r15
+	push %rdi
+	movabs $0x0b0b0b0b0b0b0b0b, %rbx
+	movabs $0x0c0c0c0c0c0c0c0c, %rbp
+	movabs $0x1212121212121212, %r12
+	movabs $0x1313131313131313, %r13
+	movabs $0x1414141414141414, %r14
+	movabs $0x1515151515151515, %r15
+	stc
+	CALL_LOCAL F(regs_probe)
+	pop %rdi
+	mov %rbx, 0(%rdi)
+	mov %rbp, 8(%rdi)
+	mov %r12, 16(%rdi)
+	mov %r13, 24(%rdi)
+	mov %r14, 32(%rdi)
+	mov %r15, 40(%rdi)
+	mov %rax, 48(%rdi)
+	pop %r15
+	pop %r14
+	pop %r13
+	pop %r12
+	pop %rbp
+	pop %rbx
+	ret
+	.size F(call_regs_probe), . - F(call_regs_probe)
 
 	.section .rodata
 	.p2align 4

@@ -8,7 +8,9 @@
  *   rt_main trace GLOBS [GLOBS2]  one ops per GLOBS ("-": no filter), calls
  *                                 every function, prints the callbacks
  *   rt_main bytes                 pad bytes before, during and after tracing
- *   rt_main regs                  a callback clobbering every register
+ *   rt_main regs                  a callback clobbering every register, on
+ *                                 every trampoline path
+ *   rt_main saveregs              FTPAD_OPS_FL_SAVE_REGS: every register
  *   rt_main idle                  registers nothing
  */
 #define _GNU_SOURCE
@@ -20,11 +22,14 @@
 #include "ftpad.h"
 
 #define FUNCS(X, P) X(P##add1) X(P##add1_endbr) X(P##noslot) X(P##noslot_endbr) \
-	X(P##sum8) X(P##calls_add1) X(P##echo_regs) X(P##bad)
+	X(P##sum8) X(P##calls_add1) X(P##echo_regs) X(P##echo_regs_noslot) X(P##regs_probe) \
+	X(P##bad)
 #define DECLARE(P) \
 	long P##add1(long), P##add1_endbr(long), P##noslot(long), P##noslot_endbr(long); \
 	long P##sum8(long, long, long, long, long, long, long, long), P##calls_add1(long); \
-	void P##echo_regs(void *), P##check_regs(void *), P##bad(void); \
+	void P##echo_regs(void *), P##echo_regs_noslot(void *), P##check_regs(void *, void *); \
+	void P##bad(void), P##call_regs_probe(unsigned long *); \
+	long P##regs_probe(void); \
 	extern const unsigned char P##regs_expected[184];
 DECLARE(t_)
 DECLARE(so_)
@@ -210,21 +215,91 @@ static void clobber(unsigned long ip, unsigned long parent_ip, struct ftpad_ops 
 			 "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7");
 }
 
+/* Every trampoline path: the fast one (ops slot), C (no slot), and the
+ * full save, each in the program and in the library. */
 static int cmd_regs(void)
 {
+	static const unsigned long flags[] = { 0, FTPAD_OPS_FL_SAVE_REGS };
+	struct {
+		void (*check)(void *, void *);
+		void (*echo)(void *);
+		const unsigned char *expected;
+	} const cases[] = {
+		{ t_check_regs, t_echo_regs, t_regs_expected },
+		{ t_check_regs, t_echo_regs_noslot, t_regs_expected },
+		{ so_check_regs, so_echo_regs, so_regs_expected },
+		{ so_check_regs, so_echo_regs_noslot, so_regs_expected },
+	};
 	unsigned char out[184];
-	struct ftpad_ops o = { .func = clobber };
+	int n = 0;
 
-	check(ftpad_set_filter(&o, "*echo_regs", 1), 0, "ftpad_set_filter");
-	check(ftpad_register_ops(&o), 0, "ftpad_register_ops");
-	memset(out, 0, sizeof(out));
-	t_check_regs(out);
-	check(memcmp(out, t_regs_expected, sizeof(out)), 0, "t_ registers");
-	memset(out, 0, sizeof(out));
-	so_check_regs(out);
-	check(memcmp(out, so_regs_expected, sizeof(out)), 0, "so_ registers");
-	check(clobbered, 2, "callbacks");
-	printf("regs ok\n");
+	for (size_t f = 0; f < 2; f++) {
+		struct ftpad_ops o = { .func = clobber, .flags = flags[f] };
+
+		check(ftpad_set_filter(&o, "*echo_regs*", 1), 0, "ftpad_set_filter");
+		check(ftpad_register_ops(&o), 0, "ftpad_register_ops");
+		for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++, n++) {
+			memset(out, 0, sizeof(out));
+			cases[c].check(out, (void *)cases[c].echo);
+			check(memcmp(out, cases[c].expected, sizeof(out)), 0, func_name((unsigned long)cases[c].echo));
+		}
+		check(ftpad_unregister_ops(&o), 0, "ftpad_unregister_ops");
+	}
+	check(clobbered, n, "callbacks");
+	printf("regs ok %d\n", n);
+	return 0;
+}
+
+static int full_seen, partial_seen;
+
+/* Reads what call_regs_probe set, and changes some of it. */
+static void probe(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *o,
+		  struct ftpad_regs *regs)
+{
+	struct ftpad_pt_regs *pt = ftpad_get_pt_regs(regs);
+
+	(void)o;
+	if (!pt) {
+		partial_seen++;
+		return;
+	}
+	full_seen++;
+	check(pt->rbx == 0x0b0b0b0b0b0b0b0bul && pt->rbp == 0x0c0c0c0c0c0c0c0cul &&
+	      pt->r12 == 0x1212121212121212ul && pt->r15 == 0x1515151515151515ul, 1,
+	      "rbx, rbp, r12, r15 as set");
+	check(pt->eflags & 1, 1, "carry set");
+	check(pt->rip, ip + 5, "rip: after the site");
+	check(*(unsigned long *)pt->rsp, parent_ip, "rsp: points at parent_ip");
+	pt->rbx = 0xb0;
+	pt->rbp = 0xc0;
+	pt->r13 = 0x31;
+	pt->eflags &= ~1ul;
+}
+
+static int cmd_saveregs(void)
+{
+	struct ftpad_ops full = { .func = probe, .flags = FTPAD_OPS_FL_SAVE_REGS };
+	struct ftpad_ops partial = { .func = probe };
+	unsigned long out[7];
+
+	t_call_regs_probe(out);
+	check(out[6], 1, "untraced: carry");
+	check(ftpad_set_filter(&full, "*regs_probe", 1), 0, "ftpad_set_filter");
+	check(ftpad_register_ops(&full), 0, "ftpad_register_ops");
+	t_call_regs_probe(out);
+	printf("t_ rbx=%#lx rbp=%#lx r12=%#lx r13=%#lx r15=%#lx rax=%lu\n", out[0], out[1], out[2],
+	       out[3], out[5], out[6]);
+	so_call_regs_probe(out);
+	printf("so_ rbx=%#lx rbp=%#lx r12=%#lx r13=%#lx r15=%#lx rax=%lu\n", out[0], out[1],
+	       out[2], out[3], out[5], out[6]);
+	check(ftpad_unregister_ops(&full), 0, "ftpad_unregister_ops");
+	check(ftpad_set_filter(&partial, "*regs_probe", 1), 0, "ftpad_set_filter");
+	check(ftpad_register_ops(&partial), 0, "ftpad_register_ops");
+	t_call_regs_probe(out);
+	check(ftpad_unregister_ops(&partial), 0, "ftpad_unregister_ops");
+	/* No rax: without the full save the flags are not kept (the ABI does
+	 * not pass anything in them to a function). */
+	printf("full=%d partial=%d rbx=%#lx\n", full_seen, partial_seen, out[0]);
 	return 0;
 }
 
@@ -244,8 +319,10 @@ int main(int argc, char **argv)
 		return cmd_bytes();
 	if (argc == 2 && !strcmp(argv[1], "regs"))
 		return cmd_regs();
+	if (argc == 2 && !strcmp(argv[1], "saveregs"))
+		return cmd_saveregs();
 	if (argc == 2 && !strcmp(argv[1], "idle"))
 		return cmd_idle();
-	fprintf(stderr, "usage: rt_main trace GLOBS [GLOBS2] | bytes | regs | idle\n");
+	fprintf(stderr, "usage: rt_main trace GLOBS [GLOBS2] | bytes | regs | saveregs | idle\n");
 	return 2;
 }

@@ -14,6 +14,13 @@
  *   stress fork THREADS FORKS     race (10 toggles per fork) while another
  *                                 thread forks children that trace mix2
  *   stress exact THREADS ROUNDS   between barriers, count every call exactly
+ *   stress exactrace THREADS ROUNDS  the same with one ops registered all
+ *                                 along, while another thread registers and
+ *                                 unregisters other ops (some with the full
+ *                                 register save) on the same functions
+ *   stress forkcb THREADS FORKS   race, while another thread forks from
+ *                                 inside a callback; each child must find
+ *                                 libftpad usable
  *
  * Prints "ok calls=N traps=N" or "FAIL ..." lines; exits 1 on any failure.
  */
@@ -150,17 +157,24 @@ static void *race_worker(void *arg)
 static struct state states[20001];
 static int nstates;
 
-static struct ftpad_ops *new_ops(void)
+/* An ops of its own state, in memory the caller gives. */
+static struct ftpad_ops *init_ops(struct ftpad_ops *ops)
 {
-	struct ftpad_ops *ops = calloc(1, sizeof(*ops));
-	struct state *st = &states[nstates++];
+	int i = __atomic_fetch_add(&nstates, 1, __ATOMIC_RELAXED);
+	struct state *st = &states[i];
 
-	if (!ops || nstates > (int)(sizeof(states) / sizeof(states[0])))
+	if (!ops || i >= (int)(sizeof(states) / sizeof(states[0])))
 		abort();
+	memset(ops, 0, sizeof(*ops));
 	st->alive = 1;
 	ops->func = check_call;
 	ops->private = st;
 	return ops;
+}
+
+static struct ftpad_ops *new_ops(void)
+{
+	return init_ops(malloc(sizeof(struct ftpad_ops)));
 }
 
 /* Free at once: a call after unregister returned finds garbage or a
@@ -233,7 +247,10 @@ static void *forker(void *arg)
 		int status = 0;
 
 		if (pid == 0) {
-			struct ftpad_ops *ops = new_ops();
+			/* No malloc in the child of a threaded parent (ASan's
+			 * allocator is not fork-safe); libftpad needs none. */
+			static struct ftpad_ops child_ops;
+			struct ftpad_ops *ops = init_ops(&child_ops);
 
 			must(ftpad_set_filter(ops, "mix2", 1), "child set_filter");
 			must(ftpad_register_ops(ops), "child register");
@@ -301,16 +318,144 @@ static void run_exact(int nthreads)
 		pthread_join(t[i], NULL);
 }
 
+/* Registers and unregisters ops on the functions the counting ops traces,
+ * so that their sites change target (one ops, the list ops, the full
+ * register save) all the time, until told to stop. */
+static volatile int stop_toggling;
+
+static void *toggler(void *arg)
+{
+	(void)arg;
+	/* Leave states for the rest: new_ops() never reuses one. */
+	for (int i = 0; !stop_toggling && i < 7000; i++) {
+		struct ftpad_ops *ops = new_ops(), *extra = new_ops();
+
+		if (i % 3 == 0)
+			ops->flags |= FTPAD_OPS_FL_SAVE_REGS;
+		must(ftpad_set_filter(ops, filters[i % 4], 1), "toggler set_filter");
+		must(ftpad_register_ops(ops), "toggler register");
+		/* A third ops on the same sites, gone again at once: the sites
+		 * stay on the list ops, which must not call it after this. */
+		must(ftpad_set_filter(extra, filters[(i + 1) % 4], 1), "toggler set_filter 2");
+		must(ftpad_register_ops(extra), "toggler register 2");
+		nanosleep(&linger, NULL); /* callbacks of extra run, some linger */
+		must(ftpad_unregister_ops(extra), "toggler unregister 2");
+		free_ops(extra);
+		must(ftpad_unregister_ops(ops), "toggler unregister");
+		free_ops(ops);
+	}
+	return NULL;
+}
+
+static void run_exactrace(int nthreads)
+{
+	pthread_t t[64], tog;
+	struct ftpad_ops *keep = new_ops();
+	struct state *st = keep->private;
+	unsigned long seen = 0;
+
+	pthread_barrier_init(&start, NULL, nthreads + 1);
+	pthread_barrier_init(&done, NULL, nthreads + 1);
+	must(ftpad_set_filter(keep, "mix2,mix8,scale", 1), "set_filter keep");
+	must(ftpad_register_ops(keep), "register keep");
+	for (int i = 0; i < nthreads; i++)
+		pthread_create(&t[i], NULL, exact_worker, (void *)(intptr_t)i);
+	pthread_create(&tog, NULL, toggler, NULL);
+	for (int r = 0; r < rounds; r++) {
+		unsigned long want = (unsigned long)nthreads * CALLS_PER_ROUND * 3, now;
+
+		pthread_barrier_wait(&start);
+		pthread_barrier_wait(&done);
+		now = __atomic_load_n(&st->calls, __ATOMIC_RELAXED);
+		if (now - seen != want) {
+			printf("FAIL round %d: %lu calls seen, %lu made\n", r, now - seen, want);
+			fail(&failures);
+		}
+		seen = now;
+	}
+	stop_toggling = 1;
+	pthread_join(tog, NULL);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(t[i], NULL);
+	must(ftpad_unregister_ops(keep), "unregister keep");
+	free_ops(keep);
+}
+
+/* fork() from inside a callback, while another thread patches. */
+__attribute__((noipa)) long spawn(long x)
+{
+	return x;
+}
+
+static __thread pid_t spawned = -1;
+
+static void fork_in_callback(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+			     struct ftpad_regs *regs)
+{
+	(void)ip, (void)parent_ip, (void)ops, (void)regs;
+	spawned = fork();
+}
+
+static void *callback_forker(void *arg)
+{
+	int *forks = arg;
+	struct ftpad_ops *ops = new_ops();
+
+	ops->func = fork_in_callback;
+	must(ftpad_set_filter(ops, "spawn", 1), "forker set_filter");
+	must(ftpad_register_ops(ops), "forker register");
+	for (int i = 0; i < *forks; i++) {
+		int status = 0;
+		pid_t pid;
+
+		spawn(i);
+		pid = spawned;
+		if (pid == 0) {
+			static struct ftpad_ops child_ops;
+			struct ftpad_ops *mine = init_ops(&child_ops);
+
+			/* A lock left held by a thread that is not here would hang. */
+			alarm(20);
+			must(ftpad_set_filter(mine, "mix2", 1), "child set_filter");
+			must(ftpad_register_ops(mine), "child register");
+			call_round(i);
+			must(ftpad_unregister_ops(mine), "child unregister");
+			_exit(((struct state *)mine->private)->calls == CALLS_PER_ROUND ? 0 : 3);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+		    WEXITSTATUS(status)) {
+			printf("FAIL child %d: status %#x\n", i, status);
+			fail(&failures);
+		}
+	}
+	must(ftpad_unregister_ops(ops), "forker unregister");
+	return NULL;
+}
+
+static void run_forkcb(int nthreads, int forks)
+{
+	pthread_t t;
+
+	pthread_create(&t, NULL, callback_forker, &forks);
+	run_race(nthreads, forks * 10);
+	pthread_join(t, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	int nthreads = argc > 2 ? atoi(argv[2]) : 4, n = argc > 3 ? atoi(argv[3]) : 1000;
 
 	if (argc < 2 || nthreads < 1 || nthreads > 64 || n < 1 || n > 10000) {
-		fprintf(stderr, "usage: stress race|exact THREADS COUNT\n");
+		fprintf(stderr, "usage: stress race|signals|fork|forkcb|exact|exactrace THREADS COUNT\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "fork")) {
 		run_fork(nthreads, n);
+	} else if (!strcmp(argv[1], "forkcb")) {
+		run_forkcb(nthreads, n);
+	} else if (!strcmp(argv[1], "exactrace")) {
+		rounds = n;
+		run_exactrace(nthreads);
 	} else if (!strcmp(argv[1], "race") || !strcmp(argv[1], "signals")) {
 		if (!strcmp(argv[1], "signals"))
 			start_profiling();
