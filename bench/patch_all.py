@@ -6,9 +6,16 @@ int3 protocol included) and with XRay (__xray_patch/__xray_unpatch), and the
 start-up of the same program with nothing enabled.  Prints the fastest of R
 runs of each; no thresholds.
 
-    bench/patch_all.py [--build DIR] [--functions N] [--runs R]
+    bench/patch_all.py [--build DIR] [--functions N] [--runs R] [--workdir DIR]
+
+ftpad is measured linked with libftpad.so and with libftpad.a (same
+objects), and writing code both ways: /proc/self/mem (the default) and
+mprotect (FTPAD_TEXT_WRITE=mprotect).  The site tables are read by a first
+ftpad_get_stats(), timed apart ("scan"): XRay reads its tables at start-up.
+--workdir keeps the generated sources and objects, and reuses them.
 """
 import argparse
+import hashlib
 import os
 import pathlib
 import re
@@ -33,7 +40,7 @@ static void empty(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *o
 {
 	(void)ip, (void)parent_ip, (void)ops, (void)regs;
 }
-static struct ftpad_ops ops = { .func = empty };
+static struct ftpad_ops ops = { .func = empty, .flags = FTPAD_OPS_FL_RECURSION };
 #endif
 #ifdef XRAY
 extern int __xray_patch(void), __xray_unpatch(void);
@@ -46,16 +53,24 @@ static double now_us(void)
 }
 int main(int argc, char **argv)
 {
-	double t0, t1, t2;
+	double t0, t1, t2, scan = 0;
 	int ok = 1;
 	if (argc < 2 || strcmp(argv[1], "patch"))
 		return 0; /* start-up only */
+#ifdef FTPAD
+	/* Reading the site tables happens at the first call that needs them:
+	 * timed apart (XRay reads its tables at start-up). */
+	struct ftpad_stats st = { .sz = sizeof(st) };
+	t0 = now_us();
+	ok = ftpad_get_stats(&st) == 0;
+	scan = now_us() - t0;
+#endif
 	t0 = now_us();
 #ifdef FTPAD
-	ok = ftpad_register_ops(&ops) == 0;
+	ok &= ftpad_register_ops(&ops) == 0;
 #endif
 #ifdef XRAY
-	ok = __xray_patch() == 1;
+	ok &= __xray_patch() == 1;
 #endif
 	t1 = now_us();
 #ifdef FTPAD
@@ -65,7 +80,7 @@ int main(int argc, char **argv)
 	ok &= __xray_unpatch() == 1;
 #endif
 	t2 = now_us();
-	printf("enable_us=%.0f disable_us=%.0f ok=%d\n", t1 - t0, t2 - t1, ok);
+	printf("enable_us=%.0f disable_us=%.0f scan_us=%.0f ok=%d\n", t1 - t0, t2 - t1, scan, ok);
 	return !ok;
 }
 """
@@ -81,13 +96,19 @@ def build(out, n, build_dir):
     plugin = build_dir / "gcc-plugin" / "ftpad.so"
     libdir = build_dir / "runtime"
     inc = ROOT / "runtime" / "include"
-    (out / "main.c").write_text(MAIN)
-    generate(out / "funcs.c", n)
+    if not (out / "main.c").exists() or (out / "main.c").read_text() != MAIN:
+        (out / "main.c").write_text(MAIN)
+        for old in out.glob("*main.c.o"):
+            old.unlink()
+    if not (out / "funcs.c").exists():
+        generate(out / "funcs.c", n)
     progs = {}
     specs = [
         ("plain gcc", ["gcc", "-O1"], []),
         ("ftpad", ["gcc", "-O1", f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD"],
          [f"-L{libdir}", "-lftpad", f"-Wl,-rpath,{libdir}"]),
+        ("ftpad .a", ["gcc", "-O1", f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD"],
+         [str(libdir / "libftpad.a")]),
     ]
     if shutil.which("clang-14"):
         specs.append(("XRay", ["clang-14", "-O1", "-fxray-instrument",
@@ -96,8 +117,12 @@ def build(out, n, build_dir):
         tag = re.sub(r"\W", "_", name)
         objs = []
         for src in ("main.c", "funcs.c"):
-            obj = out / f"{tag}_{src}.o"
-            subprocess.run([*cc, "-c", str(out / src), "-o", str(obj)], check=True)
+            # Objects are the compiler's: the same flags give the same ones.
+            key = hashlib.sha1(" ".join(cc).encode()).hexdigest()[:12]
+            obj = out / f"{key}_{src}.o"
+            if not obj.exists():
+                subprocess.run([*cc, "-c", str(out / src), "-o", str(obj) + ".tmp"], check=True)
+                os.rename(str(obj) + ".tmp", obj)
             objs.append(str(obj))
         subprocess.run([cc[0], *objs, *ld, "-o", str(out / tag)], check=True)
         progs[name] = out / tag
@@ -114,15 +139,15 @@ def best_startup_us(exe, runs):
     return best
 
 
-def best_patch(exe, runs):
-    env = {**os.environ, "XRAY_OPTIONS": "patch_premain=false"}
-    en, dis = float("inf"), float("inf")
+def best_patch(exe, runs, extra_env=None):
+    env = {**os.environ, "XRAY_OPTIONS": "patch_premain=false", **(extra_env or {})}
+    best = [float("inf")] * 3
     for _ in range(runs):
         p = subprocess.run([str(exe), "patch"], capture_output=True, text=True, check=True,
                            env=env)
-        m = re.search(r"enable_us=(\d+) disable_us=(\d+) ok=1", p.stdout)
-        en, dis = min(en, float(m.group(1))), min(dis, float(m.group(2)))
-    return en, dis
+        m = re.search(r"enable_us=(\d+) disable_us=(\d+) scan_us=(\d+) ok=1", p.stdout)
+        best = [min(b, float(x)) for b, x in zip(best, m.groups())]
+    return best
 
 
 def main():
@@ -130,21 +155,39 @@ def main():
     ap.add_argument("--build", default=os.environ.get("FTPAD_BUILD", ROOT / "build"))
     ap.add_argument("--functions", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--workdir")
     args = ap.parse_args()
     build_dir = pathlib.Path(args.build).resolve()
     if not (build_dir / "gcc-plugin" / "ftpad.so").exists():
         sys.exit(f"bench/patch_all.py: {build_dir}: no gcc-plugin/ftpad.so; build first")
     with tempfile.TemporaryDirectory() as d:
-        progs = build(pathlib.Path(d), args.functions, build_dir)
+        work = pathlib.Path(args.workdir or d)
+        work.mkdir(parents=True, exist_ok=True)
+        progs = build(work, args.functions, build_dir)
         start = {name: best_startup_us(exe, args.runs * 4) for name, exe in progs.items()}
         print(f"{args.functions} functions; fastest of {args.runs} runs "
-              f"({args.runs * 4} for start-up)")
-        print(f"{'program':10} {'start-up us':>11} {'added':>8} {'enable all us':>13} "
-              f"{'disable all us':>14}")
+              f"({args.runs * 4} for start-up); scan = reading the site tables")
+        print(f"{'program':26} {'start-up us':>11} {'added':>7} {'scan us':>8} "
+              f"{'enable us':>10} {'disable us':>10}")
+        rows = []
         for name, exe in progs.items():
-            patch = best_patch(exe, args.runs) if name != "plain gcc" else None
-            cols = f"{patch[0]:13.0f} {patch[1]:14.0f}" if patch else f"{'-':>13} {'-':>14}"
-            print(f"{name:10} {start[name]:11.0f} {start[name] - start['plain gcc']:+8.0f} {cols}")
+            variants = [(name, None)]
+            if name.startswith("ftpad"):
+                variants = [(f"{name} /proc/self/mem", {"FTPAD_TEXT_WRITE": "procmem"}),
+                            (f"{name} mprotect", {"FTPAD_TEXT_WRITE": "mprotect"})]
+            for label, env in variants:
+                patch = best_patch(exe, args.runs, env) if name != "plain gcc" else None
+                rows.append((label, name, patch))
+        xray = next((p for label, _, p in rows if label == "XRay"), None)
+        for label, name, patch in rows:
+            cols = (f"{patch[2]:8.0f} {patch[0]:10.0f} {patch[1]:10.0f}" if patch
+                    else f"{'-':>8} {'-':>10} {'-':>10}")
+            print(f"{label:26} {start[name]:11.0f} {start[name] - start['plain gcc']:+7.0f} {cols}")
+        if xray:
+            print("ratios to XRay (enable, disable):")
+            for label, name, patch in rows:
+                if patch and label != "XRay":
+                    print(f"  {label:24} {patch[0] / xray[0]:5.2f}x {patch[1] / xray[1]:5.2f}x")
 
 
 if __name__ == "__main__":

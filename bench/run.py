@@ -42,6 +42,11 @@ def variants(build):
         ("ftpad site disabled", "gcc", [f"-fplugin={plugin}", f"-I{inc}"], ftpad_link, False),
         ("ftpad enabled, empty callback", "gcc",
          [f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD_ENABLE"], ftpad_link, False),
+        # Linked statically, the trampoline is within reach of the stubs:
+        # a direct jmp instead of an indirect one, and local-exec TLS.
+        ("ftpad enabled, libftpad.a", "gcc",
+         [f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD_ENABLE"], [str(libdir / "libftpad.a")],
+         False),
         ("gcc -finstrument-functions, empty hooks", "gcc", ["-finstrument-functions"], [], True),
     ]
     if shutil.which("clang-14"):
@@ -116,6 +121,7 @@ def main():
                              callgrind_ir(exe, 1_000_000, tmp)) / 1_000_000
     floor = min(times["plain call"])
     floor_ir = irs.get("plain call")
+    xray = "clang-14 XRay, patched, empty handler"
     print(f"{'variant':42} {'ns/call min':>11} {'median':>7} {'x plain':>7} "
           f"{'added ns':>8} {'Ir/call':>8} {'added Ir':>8}")
     for name, _ in built:
@@ -124,6 +130,12 @@ def main():
         ir_cols = f"{ir:8.1f} {ir - floor_ir:+8.1f}" if ir is not None else f"{'-':>8} {'-':>8}"
         print(f"{name:42} {t:11.2f} {statistics.median(times[name]):7.2f} {t / floor:7.2f} "
               f"{t - floor:+8.2f} {ir_cols}")
+    if xray in times:
+        added = min(times[xray]) - floor
+        print(f"added cost as a fraction of XRay's ({added:.2f} ns):")
+        for name, _ in built:
+            if name.startswith("ftpad enabled"):
+                print(f"  {name:40} {(min(times[name]) - floor) / added:5.2f}x")
 
 
 if __name__ == "__main__":
