@@ -29,6 +29,9 @@ packages=(
   # the kernel build-and-boot tests (tests/test_kbuild_*.py): what Kbuild
   # needs besides gcc, and QEMU plus a static busybox for the initramfs
   bc flex bison cpio qemu-system-x86 qemu-system-arm busybox-static
+  # the mips kernel test (tests/test_kbuild_mips.py, with gcc-mips-linux-gnu
+  # above): a static mips libc for its /init, qemu-system-mips for malta
+  libc6-dev-mips-cross qemu-system-mips
   # the clang plugin: the compiler it loads into, and the LLVM and clang
   # headers it is built against
   clang-14 llvm-14-dev libclang-14-dev
@@ -42,15 +45,13 @@ packages=(
   # bench/run.py: instruction counts, and XRay as a peer to measure against;
   # libclang-rt-14-dev is also libFuzzer, for recordmcount-ng's fuzz test
   valgrind libclang-rt-14-dev
-)
-
-missing=()
   # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py)
   groff-base
   # strace shows libftpad's writes and membarriers (tests/test_runtime_text.py)
   strace
-  # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py)
-  groff-base
+)
+
+missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
