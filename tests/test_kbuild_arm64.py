@@ -25,7 +25,7 @@ NOP = bytes.fromhex("1f2003d5")
 def stock():
     for tool in ("make", "flex", "bison", "bc", "aarch64-linux-gnu-gcc"):
         require_tool(tool)
-    return kernel.build("arm64", "stock")
+    return kernel.stock_build("arm64")
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_compile_line(ftpad):
 def test_vmlinux_same_sites_as_stock(stock, ftpad):
     """The same functions carry a site; each entry points at an 8-aligned ops
     literal (two NOPs) right before the function, which starts with two NOPs."""
-    s, f = vmlinux.Vmlinux(stock / "vmlinux"), vmlinux.Vmlinux(ftpad / "vmlinux")
+    s, f = vmlinux.load(stock / "vmlinux"), vmlinux.load(ftpad / "vmlinux")
     ssites, fsites = s.sites(adjust=8), f.sites(adjust=8)
     assert None not in ssites and None not in fsites
     assert sum(ssites.values()) > 5000
@@ -86,5 +86,5 @@ def test_boot_selftests_and_function_tracer(ftpad, console):
 
 def test_boot_entries_equal_stock(stock, ftpad, console):
     n = kernel.entries(console)
-    stock_n = sum(1 for a in vmlinux.Vmlinux(stock / "vmlinux").mcount_loc() if a)
+    stock_n = sum(1 for a in vmlinux.load(stock / "vmlinux").mcount_loc() if a)
     assert n == stock_n, (n, stock_n)

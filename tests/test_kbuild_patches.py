@@ -80,7 +80,7 @@ def test_compile_line(patched):
 def test_every_ops_literal_aligned(patched):
     """Each record points at two NOPs (the ops literal), 8-aligned, right
     before the function, whose entry is two NOPs: the CALL_OPS layout."""
-    v = vmlinux.Vmlinux(patched / "vmlinux")
+    v = vmlinux.load(patched / "vmlinux")
     locs = [a for a in v.mcount_loc() if a]
     assert len(locs) > 5000
     misaligned = [hex(a) for a in locs if a % 8]
@@ -99,4 +99,4 @@ def test_boot_selftests_and_function_tracer(patched, console):
     hits = re.search(r"E2E: vfs_read hits=(\d+) schedule hits=(\d+)", console)
     assert int(hits.group(1)) > 0 and int(hits.group(2)) > 0
     n = kernel.entries(console)
-    assert n == sum(1 for a in vmlinux.Vmlinux(patched / "vmlinux").mcount_loc() if a)
+    assert n == sum(1 for a in vmlinux.load(patched / "vmlinux").mcount_loc() if a)

@@ -26,12 +26,14 @@ NOP5 = bytes.fromhex("0f1f440000")
 def stock():
     for tool in ("make", "flex", "bison", "bc"):
         require_tool(tool)
-    return kernel.build("x86_64", "stock")
+    return kernel.stock_build("x86_64")
 
 
 @pytest.fixture(scope="module")
 def ftpad(plugin):
-    return kernel.build("x86_64", "ftpad", plugin)
+    # report=True: tests/test_kbuild_policy.py reads the plugin's report of
+    # this build (and shares the cached folder).
+    return kernel.build("x86_64", "ftpad", plugin, report=True)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,8 @@ def test_compile_line_replaces_pg_with_plugin(ftpad):
     assert "-DCC_USING_NOP_MCOUNT" in cmd and "-DCC_USING_FENTRY" in cmd, cmd
     assert "-mfentry" not in cmd and "-mrecord-mcount" not in cmd, cmd
     specs = (ftpad / "ftpad-kernel.specs").read_text()
-    assert f"%{{pg:-fplugin={ftpad}/ftpad.so -fplugin-arg-ftpad-abi=kernel}}" in specs
+    assert (f"%{{pg:-fplugin={ftpad}/ftpad.so -fplugin-arg-ftpad-abi=kernel "
+            f"-fplugin-arg-ftpad-report={ftpad}/{kernel.REPORT}}}") in specs
     # What the driver really runs for that object: the plugin, and no -p.
     p = subprocess.run(["gcc", f"-specs={ftpad}/ftpad-kernel.specs", "-pg", "-###",
                         "-c", "-x", "c", "/dev/null"], capture_output=True, text=True)
@@ -78,7 +81,7 @@ def test_objects(stock, ftpad):
 def test_vmlinux_same_sites_as_stock(stock, ftpad):
     """The same functions carry a site, at the same offset; stock has
     `call __fentry__` there, ftpad the 5-byte NOP."""
-    s, f = vmlinux.Vmlinux(stock / "vmlinux"), vmlinux.Vmlinux(ftpad / "vmlinux")
+    s, f = vmlinux.load(stock / "vmlinux"), vmlinux.load(ftpad / "vmlinux")
     ssites, fsites = s.sites(), f.sites()
     assert None not in ssites and None not in fsites
     assert sum(ssites.values()) > 5000
@@ -136,5 +139,5 @@ def test_boot_entries_equal_stock(stock, ftpad, console):
     """"ftrace: allocating N entries": N is the non-zero entries of the table,
     the same as the stock kernel's."""
     n = kernel.entries(console)
-    stock_n = sum(1 for a in vmlinux.Vmlinux(stock / "vmlinux").mcount_loc() if a)
+    stock_n = sum(1 for a in vmlinux.load(stock / "vmlinux").mcount_loc() if a)
     assert n == stock_n, (n, stock_n)

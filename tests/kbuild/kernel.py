@@ -4,15 +4,32 @@ QEMU (TCG) with a busybox initramfs, and read the console.
 
 The unpacked tree and every build folder live under /var/cache/ftpad/kbuild
 (FTPAD_KCACHE overrides it), outside the clone.  A build folder's name carries
-a key: the Debian package version of the source, the config fragment, the make
-variables, and the SHA-256 of the plugin binary (copied into the folder, so
-the command lines Kbuild compares do not depend on where ftpad was built).  A
+a key: the Debian package version of the source, the config fragment, GCC's
+version and, where they apply, the SHA-256 of the plugin binary and its
+arguments (the plugin is copied into the folder, so the command lines Kbuild
+compares do not depend on where ftpad was built), of each patch of
+kbuild/series, and of recordmcount-keep.sh with its make variables.  A
 changed plugin is a new folder and a full build.  A folder counts as built
 only once `make` has succeeded in it (the `.ftpad-built` stamp); an
 interrupted or failed build is simply continued by the next run.  Booting is
 never cached.
 
-    python3 tests/kbuild/kernel.py build ARCH stock|ftpad|patched [PLUGIN-ARG...]
+Two options change a build and so its key:
+- `report=True` adds the plugin's `report=FILE` (FILE is ftpad-report.jsonl
+  in the folder): one JSON line per function the plugin saw, with its
+  decision, section and instruction count.
+- `rmc=True` makes tests/kbuild/recordmcount-keep.sh the recordmcount
+  program, so every object Kbuild hands to recordmcount is also kept, as the
+  compiler wrote it, under ftpad-premcount/.  Without a patch the script
+  replaces scripts/recordmcount once `make scripts` built it (the reference
+  moves to scripts/recordmcount.ref); with `patched`, kbuild/0005's
+  CONFIG_FTPAD_RECORDMCOUNT names it.  On x86_64 the make variables
+  RMC_X86_VARS also force Kbuild to use recordmcount instead of gcc's
+  -mrecord-mcount.  The build's objects are what Linux's recordmcount makes
+  of them: recordmcount-ng is never part of a cached build; the tests run it
+  on the kept objects each time.
+
+    python3 tests/kbuild/kernel.py build ARCH stock|rmc|ftpad|patched [PLUGIN-ARG...]
     python3 tests/kbuild/kernel.py boot ARCH DIR WORKDIR
 """
 import fcntl
@@ -20,6 +37,7 @@ import hashlib
 import os
 import pathlib
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -31,6 +49,15 @@ ROOT = HERE.parent.parent
 CACHE = pathlib.Path(os.environ.get("FTPAD_KCACHE", "/var/cache/ftpad/kbuild"))
 TARBALL = pathlib.Path("/usr/src/linux-source-6.12.tar.xz")
 SPECS_SH = ROOT / "kbuild" / "ftpad-specs.sh"
+KEEP_SH = HERE / "recordmcount-keep.sh"
+# Make variables that turn x86_64's gcc -mrecord-mcount off and Kbuild's
+# recordmcount on (docs/kbuild.md): a command-line variable overrides the
+# value include/config/auto.conf gives it, in every sub-make.  No C code reads
+# either option; Kconfig still chose FTRACE_MCOUNT_USE_CC, so autoconf.h and
+# the code are those of the stock build.
+RMC_X86_VARS = ["CONFIG_FTRACE_MCOUNT_USE_CC=", "CONFIG_FTRACE_MCOUNT_USE_RECORDMCOUNT=y"]
+REPORT = "ftpad-report.jsonl"
+KEEP_PROG = "ftpad-recordmcount"
 JOBS = os.environ.get("FTPAD_KJOBS", "2")
 
 ARCHES = {
@@ -49,6 +76,11 @@ ARCHES = {
 }
 # tinyconfig's -Os: CALL_OPS needs kbuild/0003 (and ftpad) there.
 ARCHES["arm64-Os"] = dict(ARCHES["arm64"], fragment=HERE / "arm64-Os.config")
+# malta, 32-bit big-endian; QEMU loads the ELF vmlinux itself.
+ARCHES["mips"] = dict(make=["ARCH=mips", "CROSS_COMPILE=mips-linux-gnu-"],
+                      image="vmlinux", target="vmlinux", fragment=HERE / "mips.config",
+                      qemu="qemu-system-mips", qemu_args=["-M", "malta", "-m", "256"],
+                      console="ttyS0", cc="mips-linux-gnu-gcc", plugin=None)
 
 
 def log(msg):
@@ -97,7 +129,9 @@ def patches():
 def patched_tree():
     """A copy of the tree (hard links) with kbuild/series applied; patch(1)
     writes each file it changes anew, so the pristine tree is untouched."""
-    src = source_tree()
+    # resolve(): `cp -a` copies a symbolic link as a link, and patch(1)
+    # would then write through it into the pristine tree.
+    src = source_tree().resolve()
     h = hashlib.sha256("".join(sha256(p) for p in patches()).encode()).hexdigest()[:16]
     dst = CACHE / f"linux-{source_version()}-ftpad-{h}"
     if (dst / "scripts" / "Makefile.ftpad").exists():
@@ -105,6 +139,8 @@ def patched_tree():
     tmp = CACHE / f"tmp-patch-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     subprocess.run(["cp", "-al", src, tmp], check=True)
+    if tmp.is_symlink() or not (tmp / "Makefile").is_file():
+        raise RuntimeError(f"{tmp}: not a copy of {src}")
     for p in patches():
         with open(p) as f:
             subprocess.run(["patch", "-p1", "-s", "-d", tmp], stdin=f, check=True)
@@ -117,7 +153,8 @@ def patched_tree():
     return dst
 
 
-def build_dir(arch, variant, plugin=None, plugin_args=(), patched=False):
+def build_dir(arch, variant, plugin=None, plugin_args=(), patched=False, report=False,
+              rmc=False):
     """Where (arch, variant) is built, and the text its key was made from."""
     a = ARCHES[arch]
     key = [f"linux={source_version()}", f"arch={arch}", f"variant={variant}",
@@ -127,6 +164,10 @@ def build_dir(arch, variant, plugin=None, plugin_args=(), patched=False):
     if plugin is not None:
         key += [f"plugin={sha256(plugin)}", f"specs-sh={sha256(SPECS_SH)}",
                 "args=" + " ".join(plugin_args)]
+    if report:
+        key += [f"report={REPORT}"]
+    if rmc:
+        key += [f"keep-sh={sha256(KEEP_SH)}", "make=" + " ".join(rmc_vars(arch))]
     text = "\n".join(key) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return CACHE / "build" / f"{arch}-{variant}-{digest}", text
@@ -135,6 +176,10 @@ def build_dir(arch, variant, plugin=None, plugin_args=(), patched=False):
 def gcc_version(arch):
     return subprocess.run([ARCHES[arch]["cc"], "--version"], capture_output=True, text=True,
                           check=True).stdout.splitlines()[0]
+
+
+def rmc_vars(arch):
+    return RMC_X86_VARS if arch == "x86_64" else []
 
 
 def make_vars(arch, out, plugin_args):
@@ -152,32 +197,81 @@ def make_vars(arch, out, plugin_args):
         + [f"-fplugin-arg-ftpad-{a}" for a in plugin_args])]
 
 
-def build(arch, variant, plugin=None, plugin_args=(), patched=False, config_only=False):
+def build(arch, variant, plugin=None, plugin_args=(), patched=False, config_only=False,
+          report=False, rmc=False):
     """Configure and build; return the build folder.  Cached, see above.
     Without `patched`, the plugin comes in through make variables and a specs
     file (no patch); with it, through kbuild/series and CONFIG_FTPAD.  Two
     runs that want the same folder take turns (a lock file beside it)."""
-    out, _ = build_dir(arch, variant, plugin, plugin_args, patched)
+    out, _ = build_dir(arch, variant, plugin, plugin_args, patched, report, rmc)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{out}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build(arch, variant, plugin, plugin_args, patched, config_only)
+        return _build(arch, variant, plugin, plugin_args, patched, config_only, report, rmc)
 
 
-def _build(arch, variant, plugin, plugin_args, patched, config_only):
+def rmc_build(arch):
+    """The build whose recordmcount step keeps its objects (`rmc`), shared by
+    the tests and bench/recordmcount.py: x86_64 with recordmcount forced and
+    no kernel patch (a build of its own: the stock one uses -mrecord-mcount),
+    mips through the patch series (kbuild/0005 names the program; nothing
+    else in the series applies to mips)."""
+    return build(arch, "rmc", patched=arch != "x86_64", rmc=True)
+
+
+def stock_build(arch):
+    """The stock build every test of `arch` shares.  mips always runs
+    recordmcount, and its recordmcount build is the stock one."""
+    return rmc_build(arch) if arch == "mips" else build(arch, "stock")
+
+
+def make_log(src, out, args, what):
+    """Run make in `out`, its output appended to ftpad-build.log."""
+    with open(out / "ftpad-build.log", "a") as logf:
+        p = subprocess.run(["make", "-C", src, f"O={out}", f"-j{JOBS}", *args],
+                           stdout=logf, stderr=subprocess.STDOUT)
+    if p.returncode != 0:
+        tail = (out / "ftpad-build.log").read_text(errors="replace")[-4000:]
+        raise RuntimeError(f"kernel {what} failed in {out}:\n{tail}")
+
+
+def install_keep_wrapper(src, out, extra):
+    """scripts/recordmcount becomes recordmcount-keep.sh, Linux's own one
+    scripts/recordmcount.ref.  Kbuild builds the binary in `make scripts` and
+    then leaves it alone (its objects depend on recordmcount.c, not on the
+    binary), so a wrapper put there afterwards stays in place."""
+    scripts = out / "scripts"
+    ref = scripts / "recordmcount.ref"
+    if not ref.exists():
+        make_log(src, out, [*extra, "scripts"], "make scripts")
+        if not (scripts / "recordmcount").exists():
+            raise RuntimeError(f"{out}: make scripts built no scripts/recordmcount")
+        os.rename(scripts / "recordmcount", ref)
+    tmp = scripts / "recordmcount.tmp"
+    shutil.copyfile(KEEP_SH, tmp)
+    tmp.chmod(0o755)
+    os.rename(tmp, scripts / "recordmcount")
+
+
+def _build(arch, variant, plugin, plugin_args, patched, config_only, report, rmc):
     a = ARCHES[arch]
     src = patched_tree() if patched else source_tree()
-    out, keytext = build_dir(arch, variant, plugin, plugin_args, patched)
+    out, keytext = build_dir(arch, variant, plugin, plugin_args, patched, report, rmc)
     stamp = out / ".ftpad-built"
     if stamp.exists() and (out / a["image"]).exists():
         log(f"{out}: cached")
         return out
     if config_only and (out / ".config").exists():
         return out
+    if report and out.exists() and not config_only:
+        # An interrupted build would append some functions to the report twice.
+        shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / ".ftpad-key").write_text(keytext)
     extra = list(a["make"])
     fragment = a["fragment"]
+    if report:
+        plugin_args = [*plugin_args, f"report={out}/{REPORT}"]
     if plugin is not None:
         shutil.copyfile(plugin, out / "ftpad.so")
     if plugin is not None and not patched:
@@ -188,27 +282,60 @@ def _build(arch, variant, plugin, plugin_args, patched, config_only):
         extra += make_vars(arch, out, plugin_args)
     if patched:
         fragment = out / "ftpad-fragment.config"
-        fragment.write_text(a["fragment"].read_text() + "CONFIG_FTPAD=y\n"
-                            f'CONFIG_FTPAD_PLUGIN="{out}/ftpad.so"\n'
-                            f'CONFIG_FTPAD_ARGS="{" ".join(plugin_args)}"\n')
+        text = a["fragment"].read_text()
+        if plugin is not None:
+            text += ("CONFIG_FTPAD=y\n" f'CONFIG_FTPAD_PLUGIN="{out}/ftpad.so"\n'
+                     f'CONFIG_FTPAD_ARGS="{" ".join(plugin_args)}"\n')
+        if rmc:
+            # kbuild/0005: Kbuild runs this program instead of
+            # scripts/recordmcount (relative to the build folder, so that a
+            # copy of the folder runs its own).
+            # (Objects depend on it: copied once, or a resumed build would
+            # compile them all again.)
+            text += f'CONFIG_FTPAD_RECORDMCOUNT="{KEEP_PROG}"\n'
+            if not (out / KEEP_PROG).exists():
+                shutil.copyfile(KEEP_SH, out / f"{KEEP_PROG}.tmp")
+                (out / f"{KEEP_PROG}.tmp").chmod(0o755)
+                os.rename(out / f"{KEEP_PROG}.tmp", out / KEEP_PROG)
+        fragment.write_text(text)
+    if rmc:
+        extra += rmc_vars(arch)
     t0 = time.time()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = cpu0.ru_utime + cpu0.ru_stime
     if not (out / ".config").exists():
         log(f"{out}: tinyconfig + {fragment.name}")
         subprocess.run([HERE / "config-kernel.sh", src, out, fragment, *a["make"]],
                        check=True)
     if config_only:
         return out
+    if rmc and not patched:
+        install_keep_wrapper(src, out, extra)
     log(f"{out}: make -j{JOBS} {a['target']}")
-    with open(out / "ftpad-build.log", "w") as logf:
-        p = subprocess.run(["make", "-C", src, f"O={out}", f"-j{JOBS}", *extra,
-                            a["target"]], stdout=logf, stderr=subprocess.STDOUT)
-    if p.returncode != 0:
-        tail = (out / "ftpad-build.log").read_text(errors="replace")[-4000:]
-        raise RuntimeError(f"kernel build failed in {out}:\n{tail}")
-    (out / ".ftpad-build-seconds").write_text(f"{time.time() - t0:.0f}\n")
+    make_log(src, out, [*extra, a["target"]], "build")
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = cpu.ru_utime + cpu.ru_stime - cpu0
+    # wall seconds, then CPU seconds of everything make ran (the wall time
+    # depends on what else the host runs; the CPU time much less)
+    (out / ".ftpad-build-seconds").write_text(f"{time.time() - t0:.0f} {cpu:.0f}\n")
     stamp.write_text("ok\n")
-    log(f"{out}: built in {time.time() - t0:.0f} s")
+    log(f"{out}: built in {time.time() - t0:.0f} s ({cpu:.0f} CPU-s)")
     return out
+
+
+def relink(arch, dest):
+    """Run make again in `dest`, a copy of a finished build folder whose
+    objects were changed after the build (recordmcount-ng's output in place of
+    Linux's recordmcount's): the archives and vmlinux are made anew from them.
+    Returns make's output; the caller checks that nothing was recompiled."""
+    a = ARCHES[arch]
+    # The tree the folder was built from, patched or not (Kbuild's link).
+    src = (pathlib.Path(dest) / "source").resolve()
+    p = subprocess.run(["make", "-C", src, f"O={dest}", f"-j{JOBS}", *a["make"],
+                        a["target"]], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"relink failed in {dest}:\n{(p.stdout + p.stderr)[-4000:]}")
+    return p.stdout + p.stderr
 
 
 INIT = r"""#!/bin/busybox sh
@@ -242,7 +369,7 @@ reboot -f
 
 def initramfs(arch, workdir):
     """An initramfs whose /init exercises the function tracer: busybox-static
-    on x86_64, tests/kbuild/init.c (static) on arm64."""
+    on x86_64, tests/kbuild/init.c (static) on arm64 and mips."""
     root = workdir / "root"
     for d in ("bin", "proc", "sys", "dev"):
         (root / d).mkdir(parents=True, exist_ok=True)
@@ -280,16 +407,17 @@ def boot(arch, out, workdir, timeout=400):
     return text, time.time() - t0
 
 
+# Each must be there and end in PASSED (check_console).
 SELFTESTS = [
-    "Testing tracer function: PASSED",
-    "Testing dynamic ftrace: PASSED",
-    "Testing dynamic ftrace ops #1: ",
-    "Testing dynamic ftrace ops #2: ",
-    "Testing ftrace recursion: PASSED",
-    "Testing ftrace recursion safe: PASSED",
+    "Testing tracer function:",
+    "Testing dynamic ftrace:",
+    "Testing dynamic ftrace ops #1:",
+    "Testing dynamic ftrace ops #2:",
+    "Testing ftrace recursion:",
+    "Testing ftrace recursion safe:",
     "Testing ftrace regs",
-    "Testing tracer nop: PASSED",
-    "Testing tracer function_graph: PASSED",
+    "Testing tracer nop:",
+    "Testing tracer function_graph:",
 ]
 BAD = ["FAILED", "ftrace bug", "ftrace failed", "WARNING:", "Kernel panic", "BUG:",
        "Oops"]
@@ -303,8 +431,13 @@ def check_console(text):
 
     def verdict(i):
         # The result may come on a later line when other messages cut in
-        # before pr_cont ("Testing dynamic ftrace ops #1: " ... "(3 3 5 0 n) PASSED").
-        for ln in lines[i:i + 20]:
+        # before pr_cont ("Testing dynamic ftrace ops #1: " ... "(3 3 5 0 n) PASSED"),
+        # but before the next test starts.
+        if lines[i].endswith(("PASSED", "FAILED")):
+            return lines[i]
+        for ln in lines[i + 1:i + 30]:
+            if "Testing " in ln:
+                return None
             if ln.endswith(("PASSED", "FAILED")):
                 return ln
         return None
@@ -333,10 +466,15 @@ if __name__ == "__main__":
     if sys.argv[1] == "build":
         arch, variant = sys.argv[2], sys.argv[3]
         plugin = None
-        if variant != "stock":
+        if variant not in ("stock", "rmc"):
             plugin = os.path.join(os.environ.get("FTPAD_BUILD", ROOT / "build"),
                                   "gcc-plugin", ARCHES[arch]["plugin"])
-        print(build(arch, variant, plugin, sys.argv[4:], patched=variant.startswith("patched")))
+        if variant == "stock":
+            print(stock_build(arch))
+        elif variant == "rmc":
+            print(rmc_build(arch))
+        else:
+            print(build(arch, variant, plugin, sys.argv[4:], patched=variant.startswith("patched")))
     elif sys.argv[1] == "boot":
         text, secs = boot(sys.argv[2], pathlib.Path(sys.argv[3]), sys.argv[4])
         print(text)

@@ -2,6 +2,7 @@
 """Read the ftrace call-site table out of a linked vmlinux."""
 import bisect
 import fnmatch
+import functools
 
 from elftools.elf.elffile import ELFFile
 
@@ -34,7 +35,9 @@ class Vmlinux:
         """Every entry of __start_mcount_loc..__stop_mcount_loc, zeros included."""
         start, stop = self.syms["__start_mcount_loc"], self.syms["__stop_mcount_loc"]
         raw = self.read(start, stop - start)
-        return [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+        word = self.elf.elfclass // 8
+        order = "little" if self.elf.little_endian else "big"
+        return [int.from_bytes(raw[i:i + word], order) for i in range(0, len(raw), word)]
 
     def function_at(self, addr):
         i = bisect.bisect_right(self.starts, addr) - 1
@@ -57,6 +60,39 @@ class Vmlinux:
 
     def in_range(self, addr, lo, hi):
         return self.syms[lo] <= addr < self.syms[hi]
+
+    def section_base(self, elf, index):
+        """Where section `index` of relocatable object `elf` (pyelftools)
+        landed in this vmlinux, or None if it did not.  Each function of the
+        section votes for vmlinux address minus its offset, wherever a
+        function of that name and size is; a base is taken when at least half
+        of the strong ones agree (an overridden weak function, or a static
+        one whose name other objects use too, votes elsewhere)."""
+        if not hasattr(self, "_by_name"):
+            self._by_name = {}
+            for start, size, name in self.funcs:
+                self._by_name.setdefault(name, []).append((start, size))
+        votes, funcs = {}, 0
+        for sym in elf.get_section_by_name(".symtab").iter_symbols():
+            if sym["st_info"]["type"] != "STT_FUNC" or sym["st_shndx"] != index \
+                    or sym["st_size"] == 0:
+                continue
+            funcs += sym["st_info"]["bind"] != "STB_WEAK"
+            for start, size in self._by_name.get(sym.name, ()):
+                if size == sym["st_size"]:
+                    base = start - sym["st_value"]
+                    votes[base] = votes.get(base, 0) + 1
+        if not votes:
+            return None
+        base, n = max(votes.items(), key=lambda kv: kv[1])
+        return base if 2 * n >= max(funcs, 1) else None
+
+
+@functools.lru_cache(maxsize=None)
+def load(path):
+    """Vmlinux(path), read once per test session: parsing a symbol table
+    takes seconds, and several tests read the same kernels."""
+    return Vmlinux(path)
 
 
 def matching(sites, globs):
