@@ -3,10 +3,24 @@
  * A thin layer over libelf's gelf: typed accessors that hide the ELF class
  * and byte order, changes marked as they are made and written once.
  *
- * The object is never edited in place.  It is copied to a temporary file in
- * its own directory (so that rename() is atomic), libelf edits the copy, and
- * rmc_obj_commit() renames it over the object, keeping its mode.  Any error
- * before that removes the copy: the object is untouched.
+ * The object is read into memory with one read() and handed to libelf with
+ * elf_memory(): libelf then finds every section in that buffer, with no
+ * read of its own, and converts only what we ask for.  The file itself is
+ * never edited.  When something changed, libelf lays the new file out
+ * (elf_update(ELF_C_NULL): the sections packed in index order, the section
+ * header table last), the image is built in memory (sections we never
+ * looked at are copied as they were, the rest through libelf's
+ * translators), written with one write() to a temporary file in the
+ * object's own directory (so that rename() is atomic) with the object's
+ * mode, and renamed over the object.  Any error before that removes the
+ * temporary file: the object is untouched.  An object with nothing to do
+ * costs one read: no temporary file is ever made for it.
+ *
+ * The temporary file is not fsync()ed: the compiler that wrote the object
+ * did not sync it either, so a crash of the machine can lose it just the
+ * same, while a process killed at any point leaves either the old object
+ * or the new one, never a mix.  (On ext4, fsync per object made a kernel
+ * build's recordmcount step 9 times slower in wall time.)
  *
  * Layout is libelf's: it packs the sections in index order.  (Linux's tool
  * appends and leaves the old tables as garbage.  We tried the same with
@@ -15,6 +29,7 @@
  * offsets, are what linkers and tests care about.
  */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libelf.h>
@@ -23,19 +38,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "rmc.h"
 
+/* What we know of one section beyond its header. */
+struct sec_state {
+	Elf_Data *data;		/* its data once asked for (the pointer libelf keeps stable), else NULL */
+	uint64_t raw_offset;	/* where its bytes lie in the file read, if it was there */
+	uint64_t raw_size;
+	bool in_file;		/* it was in the file read (not added) */
+	signed char strings;	/* as a string table: 0 not checked yet, 1 ends in NUL, -1 does not */
+};
+
 struct rmc_obj {
 	const char *path;
-	char *tmp_path;		/* the copy libelf edits; NULL in a dry run */
-	int fd;
-	Elf *elf;
+	unsigned char *image;	/* the whole file, as read */
+	size_t image_size;
+	mode_t mode;		/* the file's, for the replacement */
+	bool dry_run;		/* never write */
+	Elf *elf;		/* libelf's view of image */
 	GElf_Ehdr ehdr;
+	GElf_Shdr ehdr_sh0;	/* section 0's header: the ELF header's extension */
 	size_t shnum, shstrndx;
 	GElf_Shdr *shdrs;	/* a cache of every section header, [shnum] */
-	size_t shdrs_cap;	/* room in shdrs: grown by doubling, as sections are added */
+	struct sec_state *secs;	/* [shnum], alongside */
+	size_t shdrs_cap;	/* room in shdrs and secs: grown by doubling, as sections are added */
 	bool changed;
 	bool elf_magic;		/* the file starts with \177ELF */
 	size_t xndx_symtab, xndx_sec;	/* cache: the SHT_SYMTAB_SHNDX of one symtab */
@@ -94,61 +123,62 @@ static void *own_zalloc(struct rmc_obj *obj, size_t size)
 	return own(obj, calloc(1, size ? size : 1));
 }
 
-static int copy_fd(int from, int to)
+/*
+ * The whole of @fd (a regular file of about @size bytes) into obj->image.
+ * One read(), not mmap() as Linux's tool does: over a kernel build's
+ * objects mapping them made recordmcount-ng a third slower (a fault per
+ * page touched, the unmapping), and a mapped file truncated meanwhile
+ * would kill the process with SIGBUS.
+ */
+static int read_image(struct rmc_obj *obj, int fd, size_t size)
 {
-	char buf[1 << 16];
+	size_t cap = size + 1, len = 0;	/* + 1: sees the end of the file in the first read */
 	ssize_t n;
 
-	while ((n = read(from, buf, sizeof(buf))) > 0)
-		for (ssize_t done = 0, w; done < n; done += w)
-			if ((w = write(to, buf + done, (size_t)(n - done))) < 0)
-				return -1;
-	return n < 0 ? -1 : 0;
-}
-
-/* The temporary copy, next to the object, with its mode.  -1 on error. */
-static int make_copy(struct rmc_obj *obj, int src, mode_t mode)
-{
-	int fd;
-
-	if (asprintf(&obj->tmp_path, "%s.rmc-XXXXXX", obj->path) < 0) {
-		obj->tmp_path = NULL;
+	obj->image = malloc(cap);
+	if (!obj->image) {
 		rmc_error(obj->path, "out of memory");
 		return -1;
 	}
-	fd = mkstemp(obj->tmp_path);
-	if (fd < 0) {
-		rmc_error(obj->path, "cannot create a temporary file next to it: %s", strerror(errno));
-		free(obj->tmp_path);
-		obj->tmp_path = NULL;
-		return -1;
+	while ((n = read(fd, obj->image + len, cap - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rmc_error(obj->path, "cannot read: %s", strerror(errno));
+			return -1;
+		}
+		len += (size_t)n;
+		if (len == cap) {	/* it grew since fstat */
+			unsigned char *grown = realloc(obj->image, cap *= 2);
+
+			if (!grown) {
+				rmc_error(obj->path, "out of memory");
+				return -1;
+			}
+			obj->image = grown;
+		}
 	}
-	if (fchmod(fd, mode & 07777) < 0 || copy_fd(src, fd) < 0) {
-		rmc_error(obj->path, "cannot copy to %s: %s", obj->tmp_path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	return fd;
+	obj->image_size = len;
+	return 0;
 }
 
 /*
  * What libelf would only call "invalid": say, as Linux does, which of the
  * identification bytes is wrong.
  */
-static int check_ident(struct rmc_obj *obj, const char *path, int fd)
+static int check_ident(struct rmc_obj *obj)
 {
-	unsigned char ident[EI_NIDENT];
+	const unsigned char *ident = obj->image;
 
-	if (pread(fd, ident, sizeof(ident), 0) != (ssize_t)sizeof(ident) ||
-	    memcmp(ident, ELFMAG, SELFMAG) != 0)
+	if (obj->image_size < EI_NIDENT || memcmp(ident, ELFMAG, SELFMAG) != 0)
 		return 0;	/* no ELF file at all: load_headers says so */
 	obj->elf_magic = true;
 	if (ident[EI_DATA] != ELFDATA2LSB && ident[EI_DATA] != ELFDATA2MSB) {
-		rmc_error(path, "unrecognized ELF data encoding %u", ident[EI_DATA]);
+		rmc_error(obj->path, "unrecognized ELF data encoding %u", ident[EI_DATA]);
 		return -1;
 	}
 	if (ident[EI_CLASS] != ELFCLASS32 && ident[EI_CLASS] != ELFCLASS64) {
-		rmc_error(path, "unrecognized ELF class %u", ident[EI_CLASS]);
+		rmc_error(obj->path, "unrecognized ELF class %u", ident[EI_CLASS]);
 		return -1;
 	}
 	return 0;
@@ -163,16 +193,12 @@ static int check_ident(struct rmc_obj *obj, const char *path, int fd)
  */
 static int check_extents(struct rmc_obj *obj)
 {
-	struct stat st;
+	uint64_t file_size = obj->image_size;
 
-	if (fstat(obj->fd, &st) < 0) {
-		rmc_error(obj->path, "cannot stat: %s", strerror(errno));
-		return -1;
-	}
 	/* libelf reports a truncated table as no sections at all. */
 	if ((obj->ehdr.e_shoff || obj->ehdr.e_shnum) &&
-	    (obj->ehdr.e_shoff > (uint64_t)st.st_size || obj->shnum == 0 ||
-	     obj->shnum > ((uint64_t)st.st_size - obj->ehdr.e_shoff) / obj->ehdr.e_shentsize)) {
+	    (obj->ehdr.e_shoff > file_size || obj->shnum == 0 ||
+	     obj->shnum > (file_size - obj->ehdr.e_shoff) / obj->ehdr.e_shentsize)) {
 		rmc_error(obj->path, "bad section header table: it lies outside the file");
 		return -1;
 	}
@@ -180,7 +206,7 @@ static int check_extents(struct rmc_obj *obj)
 		const GElf_Shdr *sh = &obj->shdrs[i];
 
 		if (sh->sh_type != SHT_NOBITS && sh->sh_type != SHT_NULL &&
-		    (sh->sh_offset > (uint64_t)st.st_size || sh->sh_size > (uint64_t)st.st_size - sh->sh_offset)) {
+		    (sh->sh_offset > file_size || sh->sh_size > file_size - sh->sh_offset)) {
 			rmc_error(obj->path, "bad section header: section %zu lies outside the file", i);
 			return -1;
 		}
@@ -191,6 +217,27 @@ static int check_extents(struct rmc_obj *obj)
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/* Room for @n sections in shdrs and secs. */
+static int reserve_sections(struct rmc_obj *obj, size_t n)
+{
+	GElf_Shdr *shdrs;
+	struct sec_state *secs;
+
+	if (n <= obj->shdrs_cap)
+		return 0;
+	shdrs = realloc(obj->shdrs, n * sizeof(*shdrs));
+	if (!shdrs)
+		return -1;
+	obj->shdrs = shdrs;
+	secs = realloc(obj->secs, n * sizeof(*secs));
+	if (!secs)
+		return -1;
+	memset(secs + obj->shdrs_cap, 0, (n - obj->shdrs_cap) * sizeof(*secs));
+	obj->secs = secs;
+	obj->shdrs_cap = n;
 	return 0;
 }
 
@@ -211,23 +258,30 @@ static int load_headers(struct rmc_obj *obj)
 			  obj->ehdr.e_shentsize);
 		return -1;
 	}
+	/*
+	 * Section 0's header first: with SHN_XINDEX in a foreign byte order,
+	 * libelf 0.188's elf_getshdrstrndx() would otherwise pread() it from
+	 * the file descriptor an elf_memory() object does not have.
+	 */
 	if (elf_getshdrnum(obj->elf, &obj->shnum) < 0 ||
+	    (obj->shnum && !gelf_getshdr(elf_getscn(obj->elf, 0), &obj->ehdr_sh0)) ||
 	    elf_getshdrstrndx(obj->elf, &obj->shstrndx) < 0) {
 		elf_fail(obj, "bad section header table");
 		return -1;
 	}
-	free(obj->shdrs);
-	obj->shdrs = calloc(obj->shnum ? obj->shnum : 1, sizeof(*obj->shdrs));
-	if (!obj->shdrs) {
+	if (reserve_sections(obj, obj->shnum ? obj->shnum : 1) < 0) {
 		rmc_error(obj->path, "out of memory");
 		return -1;
 	}
-	obj->shdrs_cap = obj->shnum ? obj->shnum : 1;
-	for (size_t i = 1; i < obj->shnum; i++)
+	memset(obj->shdrs, 0, sizeof(*obj->shdrs));
+	for (size_t i = 1; i < obj->shnum; i++) {
 		if (!gelf_getshdr(elf_getscn(obj->elf, i), &obj->shdrs[i])) {
 			elf_fail(obj, "bad section header");
 			return -1;
 		}
+		obj->secs[i] = (struct sec_state){ .raw_offset = obj->shdrs[i].sh_offset,
+						   .raw_size = obj->shdrs[i].sh_size, .in_file = true };
+	}
 	if (obj->shnum > 1 && (obj->shstrndx == 0 || obj->shstrndx >= obj->shnum ||
 			       obj->shdrs[obj->shstrndx].sh_type != SHT_STRTAB)) {
 		rmc_error(obj->path, "bad section header table: section %zu is not the names' string table",
@@ -237,38 +291,51 @@ static int load_headers(struct rmc_obj *obj)
 	return check_extents(obj);
 }
 
+/* The file into obj->image, with its mode; a regular file only. */
+static int read_file(struct rmc_obj *obj)
+{
+	struct stat st;
+	int fd = open(obj->path, O_RDONLY | O_CLOEXEC), ret = -1;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		rmc_error(obj->path, "cannot open: %s", strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rmc_error(obj->path, "not a regular file");
+		goto out;
+	}
+	obj->mode = st.st_mode;
+	ret = read_image(obj, fd, (size_t)st.st_size);
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* The size of the ELF header of the object's class (check_ident passed). */
+static size_t ehdr_size(const struct rmc_obj *obj)
+{
+	return obj->image[EI_CLASS] == ELFCLASS64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr);
+}
+
 struct rmc_obj *rmc_obj_open(const char *path, bool dry_run)
 {
 	struct rmc_obj *obj = calloc(1, sizeof(*obj));
-	struct stat st;
-	int src;
 
 	if (!obj) {
 		rmc_error(path, "out of memory");
 		return NULL;
 	}
 	obj->path = path;
-	obj->fd = -1;
-	src = open(path, O_RDONLY);
-	if (src < 0 || fstat(src, &st) < 0) {
-		rmc_error(path, "cannot open: %s", strerror(errno));
+	obj->dry_run = dry_run;
+	if (read_file(obj) < 0 || check_ident(obj) < 0)
 		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rmc_error(path, "not a regular file");
+	/* Private: libelf's sections point into image, which only we change. */
+	obj->elf = elf_memory((char *)obj->image, obj->image_size);
+	if (!obj->elf && obj->elf_magic && obj->image_size < ehdr_size(obj)) {
+		rmc_error(path, "truncated ELF file");	/* libelf: "invalid ELF file data" */
 		goto fail;
-	}
-	if (check_ident(obj, path, src) < 0)
-		goto fail;
-	if (dry_run) {
-		obj->fd = src;
-		src = -1;
-		obj->elf = elf_begin(obj->fd, ELF_C_READ_MMAP_PRIVATE, NULL);
-	} else {
-		obj->fd = make_copy(obj, src, st.st_mode);
-		if (obj->fd < 0)
-			goto fail;
-		obj->elf = elf_begin(obj->fd, ELF_C_RDWR, NULL);
 	}
 	if (!obj->elf) {
 		elf_fail(obj, "cannot read ELF");
@@ -276,12 +343,8 @@ struct rmc_obj *rmc_obj_open(const char *path, bool dry_run)
 	}
 	if (load_headers(obj) < 0)
 		goto fail;
-	if (src >= 0)
-		close(src);
 	return obj;
 fail:
-	if (src >= 0)
-		close(src);
 	rmc_obj_close(obj);
 	return NULL;
 }
@@ -292,53 +355,313 @@ void rmc_obj_close(struct rmc_obj *obj)
 		return;
 	if (obj->elf)
 		elf_end(obj->elf);
-	if (obj->fd >= 0)
-		close(obj->fd);
-	if (obj->tmp_path) {
-		unlink(obj->tmp_path);
-		free(obj->tmp_path);
-	}
 	for (size_t i = 0; i < obj->nowned; i++)
 		free(obj->owned[i]);
 	free(obj->owned);
 	free(obj->shdrs);
+	free(obj->secs);
+	free(obj->image);
 	free(obj);
 }
 
-int rmc_obj_commit(struct rmc_obj *obj)
+/* ---- writing: libelf's layout, gathered in pieces, one writev ---- */
+
+/* A run of the new file's bytes, at @offset. */
+struct piece {
+	uint64_t offset;
+	const void *bytes;
+	size_t size;
+};
+
+/* The new file as pieces, in any order; the gaps between them are zeros. */
+struct layout {
+	struct piece *pieces;
+	size_t n, cap;
+	uint64_t size;		/* the file's, as libelf laid it out */
+	void **bufs;		/* file forms we made (swapped data, headers), freed with it */
+	size_t nbufs;
+};
+
+static void free_layout(struct layout *l)
 {
-	if (!obj->changed || !obj->tmp_path)
+	for (size_t i = 0; i < l->nbufs; i++)
+		free(l->bufs[i]);
+	free(l->bufs);
+	free(l->pieces);
+}
+
+static int add_piece(struct layout *l, uint64_t offset, const void *bytes, size_t size)
+{
+	if (!size)
 		return 0;
+	if (offset > l->size || size > l->size - offset)
+		return -1;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct piece *grown = realloc(l->pieces, cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		l->pieces = grown;
+		l->cap = cap;
+	}
+	l->pieces[l->n++] = (struct piece){ offset, bytes, size };
+	return 0;
+}
+
+/* A buffer of @size bytes that lives as long as @l; NULL if out of memory. */
+static void *layout_buffer(struct layout *l, size_t size)
+{
+	void **grown = realloc(l->bufs, (l->nbufs + 1) * sizeof(*grown));
+	void *buf = grown ? malloc(size ? size : 1) : NULL;
+
+	if (grown)
+		l->bufs = grown;
+	if (buf)
+		l->bufs[l->nbufs++] = buf;
+	return buf;
+}
+
+static bool needs_swap(const struct rmc_obj *obj)
+{
+	unsigned char host = BYTE_ORDER == LITTLE_ENDIAN ? ELFDATA2LSB : ELFDATA2MSB;
+
+	return obj->ehdr.e_ident[EI_DATA] != host;
+}
+
+/*
+ * @src (memory form) as a piece of the file at @offset.  Natively the
+ * memory form is the file form, as in libelf's own writer: the piece is
+ * @src's bytes.  Swapped, libelf's translator makes the file form; a
+ * trailing partial record (a corrupt object) is copied as it is.
+ */
+static int add_data(struct rmc_obj *obj, struct layout *l, uint64_t offset, const Elf_Data *src)
+{
+	size_t rec = src->d_type == ELF_T_BYTE ? 1 : gelf_fsize(obj->elf, src->d_type, 1, EV_CURRENT);
+	size_t whole = rec ? src->d_size - src->d_size % rec : 0;
+	Elf_Data in = *src, out = { .d_size = whole, .d_version = EV_CURRENT };
+
+	if (!needs_swap(obj) || rec <= 1)
+		return add_piece(l, offset, src->d_buf, src->d_size);
+	out.d_buf = layout_buffer(l, src->d_size);
+	if (!out.d_buf)
+		return -1;
+	in.d_size = whole;
+	if (whole && !gelf_xlatetof(obj->elf, &out, &in, obj->ehdr.e_ident[EI_DATA]))
+		return -1;
+	memcpy((unsigned char *)out.d_buf + whole, (const unsigned char *)src->d_buf + whole,
+	       src->d_size - whole);
+	return add_piece(l, offset, out.d_buf, src->d_size);
+}
+
+/* One header of libelf's (@mem, one record of @type, memory form) at @offset. */
+static int add_header(struct rmc_obj *obj, struct layout *l, uint64_t offset, void *mem, Elf_Type type)
+{
+	Elf_Data d = { .d_buf = mem, .d_type = type, .d_version = EV_CURRENT,
+		       .d_size = gelf_fsize(obj->elf, type, 1, EV_CURRENT) };
+
+	return mem && d.d_size ? add_data(obj, l, offset, &d) : -1;
+}
+
+static void *mem_shdr(struct rmc_obj *obj, Elf_Scn *scn)
+{
+	return obj->ehdr.e_ident[EI_CLASS] == ELFCLASS64 ? (void *)elf64_getshdr(scn)
+							  : (void *)elf32_getshdr(scn);
+}
+
+/* Section @i's header and bytes where libelf placed them: the file's own bytes, or its data's. */
+static int add_section(struct rmc_obj *obj, struct layout *l, size_t i, uint64_t shoff)
+{
+	size_t shentsize = gelf_fsize(obj->elf, ELF_T_SHDR, 1, EV_CURRENT);
+	Elf_Scn *scn = elf_getscn(obj->elf, i);
+	const struct sec_state *st = &obj->secs[i];
+	GElf_Shdr sh;
+
+	if (!scn || !gelf_getshdr(scn, &sh) || add_header(obj, l, shoff + i * shentsize, mem_shdr(obj, scn),
+							  ELF_T_SHDR) < 0)
+		return -1;
+	if (i == 0 || sh.sh_type == SHT_NOBITS || sh.sh_type == SHT_NULL || sh.sh_size == 0)
+		return 0;
+	if (!st->data && st->in_file && st->raw_size == sh.sh_size)	/* never looked at */
+		return add_piece(l, sh.sh_offset, obj->image + st->raw_offset, st->raw_size);
+	for (Elf_Data *d = elf_getdata(scn, NULL); d; d = elf_getdata(scn, d)) {
+		if (!d->d_size || !d->d_buf)
+			continue;
+		if (d->d_off < 0 || (uint64_t)d->d_off > sh.sh_size || d->d_size > sh.sh_size - d->d_off ||
+		    add_data(obj, l, sh.sh_offset + d->d_off, d) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The new file, laid out by libelf (elf_update(ELF_C_NULL)), as pieces. */
+static int lay_out(struct rmc_obj *obj, struct layout *l)
+{
+	off_t size;
+	GElf_Ehdr eh;
+
 	for (size_t i = 1; i < obj->shnum; i++)
 		if (!gelf_update_shdr(elf_getscn(obj->elf, i), &obj->shdrs[i])) {
 			elf_fail(obj, "cannot update a section header");
 			return -1;
 		}
-	/*
-	 * The whole file is written anyway (a copy).  Without ELF_F_DIRTY on the
-	 * Elf, libelf 0.188 may write the section header table from its copy of
-	 * the old one, reading past it when sections were added (found by fuzzing).
-	 */
-	elf_flagelf(obj->elf, ELF_C_SET, ELF_F_DIRTY);
-	if (!gelf_update_ehdr(obj->elf, &obj->ehdr) || elf_update(obj->elf, ELF_C_WRITE) < 0) {
-		elf_fail(obj, "cannot write");
+	if (!gelf_update_ehdr(obj->elf, &obj->ehdr) || (size = elf_update(obj->elf, ELF_C_NULL)) < 0 ||
+	    !gelf_getehdr(obj->elf, &eh)) {
+		elf_fail(obj, "cannot lay out the new file");
 		return -1;
 	}
-	elf_end(obj->elf);
-	obj->elf = NULL;
-	if (fsync(obj->fd) < 0 || close(obj->fd) < 0) {
-		obj->fd = -1;
-		rmc_error(obj->path, "cannot write %s: %s", obj->tmp_path, strerror(errno));
-		return -1;
-	}
-	obj->fd = -1;
-	if (rename(obj->tmp_path, obj->path) < 0) {
-		rmc_error(obj->path, "cannot replace it: %s", strerror(errno));
-		return -1;
-	}
-	free(obj->tmp_path);
-	obj->tmp_path = NULL;
+	l->size = (uint64_t)size;
+	if (add_header(obj, l, 0, eh.e_ident[EI_CLASS] == ELFCLASS64 ? (void *)elf64_getehdr(obj->elf)
+								     : (void *)elf32_getehdr(obj->elf),
+		       ELF_T_EHDR) < 0)
+		goto fail;
+	for (size_t i = 0; i < obj->shnum; i++)
+		if (add_section(obj, l, i, eh.e_shoff) < 0)
+			goto fail;
 	return 0;
+fail:
+	{
+		int e = elf_errno();
+
+		rmc_error(obj->path, "cannot write the new file: %s",
+			  e ? elf_errmsg(e) : "a section lies outside the new layout");
+	}
+	return -1;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* All of @iov[@n] to @fd, however the kernel splits it. */
+static int writev_all(int fd, struct iovec *iov, int n)
+{
+	while (n > 0) {
+		ssize_t done = writev(fd, iov, n);
+
+		if (done < 0 && errno == EINTR)
+			continue;
+		if (done <= 0)
+			return -1;
+		for (; n > 0 && (size_t)done >= iov->iov_len; iov++, n--)
+			done -= (ssize_t)iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + done;
+			iov->iov_len -= (size_t)done;
+		}
+	}
+	return 0;
+}
+
+/* The iovecs of one writev(): flushed when full. */
+struct gather {
+	int fd;
+	int n;
+	struct iovec iov[1024];	/* IOV_MAX on Linux */
+};
+
+static int gather(struct gather *g, const void *bytes, size_t size)
+{
+	if (g->n == (int)(sizeof(g->iov) / sizeof(g->iov[0]))) {
+		if (writev_all(g->fd, g->iov, g->n) < 0)
+			return -1;
+		g->n = 0;
+	}
+	g->iov[g->n++] = (struct iovec){ (void *)bytes, size };
+	return 0;
+}
+
+/* The pieces of @l in file order, the gaps as zeros, in as few writev()s as IOV_MAX allows. */
+static int write_layout(int fd, struct layout *l)
+{
+	static const unsigned char zeros[4096];
+	struct gather *g = malloc(sizeof(*g));
+	uint64_t at = 0;
+	int ret = -1;
+
+	if (!g)
+		return -1;
+	g->fd = fd;
+	g->n = 0;
+	qsort(l->pieces, l->n, sizeof(*l->pieces), by_offset);
+	for (size_t i = 0; i <= l->n; i++) {
+		uint64_t next = i < l->n ? l->pieces[i].offset : l->size;
+
+		if (next < at) {	/* overlapping pieces: libelf's layout has none */
+			errno = EINVAL;
+			goto out;
+		}
+		for (size_t gap; at < next; at += gap) {
+			gap = next - at < sizeof(zeros) ? (size_t)(next - at) : sizeof(zeros);
+			if (gather(g, zeros, gap) < 0)
+				goto out;
+		}
+		if (i < l->n) {
+			if (gather(g, l->pieces[i].bytes, l->pieces[i].size) < 0)
+				goto out;
+			at += l->pieces[i].size;
+		}
+	}
+	ret = g->n ? writev_all(fd, g->iov, g->n) : 0;
+out:
+	free(g);
+	return ret;
+}
+
+/* @l replaces the object: a temporary file next to it, with its mode, renamed over it. */
+static int replace_file(struct rmc_obj *obj, struct layout *l)
+{
+	char *tmp;
+	int fd;
+
+	if (asprintf(&tmp, "%s.rmc-XXXXXX", obj->path) < 0) {
+		rmc_error(obj->path, "out of memory");
+		return -1;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		rmc_error(obj->path, "cannot create a temporary file next to it: %s", strerror(errno));
+		free(tmp);
+		return -1;
+	}
+	if (fchmod(fd, obj->mode & 07777) < 0 || write_layout(fd, l) < 0) {
+		rmc_error(obj->path, "cannot write %s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		rmc_error(obj->path, "cannot write %s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, obj->path) < 0) {
+		rmc_error(obj->path, "cannot replace it: %s", strerror(errno));
+		goto fail;
+	}
+	free(tmp);
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	free(tmp);
+	return -1;
+}
+
+int rmc_obj_commit(struct rmc_obj *obj)
+{
+	struct layout l = { 0 };
+	int ret = -1;
+
+	if (!obj->changed || obj->dry_run)
+		return 0;
+	if (lay_out(obj, &l) == 0)
+		ret = replace_file(obj, &l);
+	free_layout(&l);
+	return ret;
 }
 
 const char *rmc_obj_path(const struct rmc_obj *obj) { return obj->path; }
@@ -352,19 +675,47 @@ const GElf_Shdr *rmc_shdr(const struct rmc_obj *obj, size_t ndx)
 	return ndx > 0 && ndx < obj->shnum ? &obj->shdrs[ndx] : NULL;
 }
 
+/*
+ * Section @ndx's data, asked of libelf once: its Elf_Data lives as long as
+ * the section, while d_buf may be replaced (grow_section).
+ */
+static Elf_Data *section_data(const struct rmc_obj *obj, size_t ndx)
+{
+	struct sec_state *st = ndx < obj->shnum ? &obj->secs[ndx] : NULL;
+	Elf_Scn *scn;
+
+	if (!st)
+		return NULL;
+	if (!st->data && (scn = elf_getscn(obj->elf, ndx)))
+		st->data = elf_getdata(scn, NULL);	/* a cache, not a change */
+	return st->data;
+}
+
+/*
+ * The string at @off of string table @strndx, or NULL.  A table that ends
+ * in NUL (checked once) needs only a bound check per string; any other goes
+ * through elf_strptr(), which checks each string.
+ */
+static const char *string_at(const struct rmc_obj *obj, size_t strndx, uint64_t off)
+{
+	struct sec_state *st = strndx < obj->shnum ? &obj->secs[strndx] : NULL;
+	Elf_Data *d = st && obj->shdrs[strndx].sh_type == SHT_STRTAB ? section_data(obj, strndx) : NULL;
+
+	if (!d)
+		return NULL;
+	if (!st->strings)
+		st->strings = d->d_buf && d->d_size && ((const char *)d->d_buf)[d->d_size - 1] == '\0' ? 1 : -1;
+	if (st->strings > 0)
+		return off < d->d_size ? (const char *)d->d_buf + off : NULL;
+	return elf_strptr(obj->elf, strndx, off);
+}
+
 const char *rmc_secname(const struct rmc_obj *obj, size_t ndx)
 {
 	const GElf_Shdr *sh = rmc_shdr(obj, ndx);
-	const char *name = sh ? elf_strptr(obj->elf, obj->shstrndx, sh->sh_name) : NULL;
+	const char *name = sh ? string_at(obj, obj->shstrndx, sh->sh_name) : NULL;
 
 	return name ? name : "?";
-}
-
-static Elf_Data *section_data(const struct rmc_obj *obj, size_t ndx)
-{
-	Elf_Scn *scn = ndx < obj->shnum ? elf_getscn(obj->elf, ndx) : NULL;
-
-	return scn ? elf_getdata(scn, NULL) : NULL;
 }
 
 unsigned char *rmc_secbytes(struct rmc_obj *obj, size_t ndx, size_t *size)
@@ -494,7 +845,7 @@ int rmc_sym(const struct rmc_obj *obj, size_t symtab, size_t i, struct rmc_sym *
 
 	if (!gelf_getsymshndx(section_data(obj, symtab), xdata, (int)i, &sym, &xndx))
 		return -1;
-	out->name = elf_strptr(obj->elf, obj->shdrs[symtab].sh_link, sym.st_name);
+	out->name = string_at(obj, obj->shdrs[symtab].sh_link, sym.st_name);
 	if (!out->name)
 		out->name = "";
 	out->value = sym.st_value;
@@ -528,6 +879,7 @@ static void *grow_section(struct rmc_obj *obj, size_t ndx, size_t new_size)
 	d->d_buf = buf;
 	d->d_size = new_size;
 	sh->sh_size = new_size;	/* the same in memory and in the file for bytes */
+	obj->secs[ndx].strings = 0;	/* check a string table again */
 	elf_flagdata(d, ELF_C_SET, ELF_F_DIRTY);
 	obj->changed = true;
 	return buf;
@@ -539,7 +891,6 @@ static Elf_Data *new_section(struct rmc_obj *obj, const GElf_Shdr *proto, Elf_Ty
 {
 	Elf_Scn *scn = elf_newscn(obj->elf);
 	size_t fsize = gelf_fsize(obj->elf, dtype, 1, EV_CURRENT);
-	GElf_Shdr *grown;
 	Elf_Data *d;
 
 	if (!scn || !(d = elf_newdata(scn)))
@@ -551,17 +902,12 @@ static Elf_Data *new_section(struct rmc_obj *obj, const GElf_Shdr *proto, Elf_Ty
 	d->d_version = EV_CURRENT;
 	if (!d->d_buf)
 		return NULL;
-	if (obj->shnum + 1 > obj->shdrs_cap) {	/* doubling: adding n sections costs O(n) */
-		size_t cap = 2 * (obj->shnum + 1);
-
-		grown = realloc(obj->shdrs, cap * sizeof(*grown));
-		if (!grown)
-			return NULL;
-		obj->shdrs = grown;
-		obj->shdrs_cap = cap;
-	}
+	/* doubling: adding n sections costs O(n) */
+	if (obj->shnum + 1 > obj->shdrs_cap && reserve_sections(obj, 2 * (obj->shnum + 1)) < 0)
+		return NULL;
 	*ndx = elf_ndxscn(scn);
 	obj->shnum = *ndx + 1;
+	obj->secs[*ndx] = (struct sec_state){ .data = d };
 	obj->shdrs[*ndx] = *proto;
 	obj->shdrs[*ndx].sh_size = d->d_size;
 	obj->changed = true;

@@ -257,9 +257,11 @@ def test_second_run_leaves_the_object_alone(tmp_path, rmc):
     obj = compile_obj(tmp_path, "x86_64-fentry")
     ftpadtest.run([rmc, obj])
     once = obj.read_bytes()
+    inode = obj.stat().st_ino
     p = ftpadtest.run([rmc, obj])
     assert p.stderr == f"{obj}: warning: recordmcount-ng: __mcount_loc already exists; left alone\n"
     assert obj.read_bytes() == once
+    assert obj.stat().st_ino == inode  # not even rewritten with the same bytes
     assert sorted(x.name for x in tmp_path.iterdir()) == ["funcs.o"]  # no temp file left
 
 
@@ -288,8 +290,10 @@ def test_objects_without_calls_are_unchanged(tmp_path, reference, rmc):
     before = plain.read_bytes()
     ftpadtest.run([reference, plain])
     assert plain.read_bytes() == before
+    inode = plain.stat().st_ino
     p = ftpadtest.run([rmc, plain])
     assert p.stderr == "" and plain.read_bytes() == before
+    assert plain.stat().st_ino == inode  # nothing to do: nothing written
 
 
 def test_weak_function_alone_in_its_section(tmp_path, reference, rmc):
