@@ -69,18 +69,37 @@ extern const size_t ftpad_arch_stubs_size FTPAD_HIDDEN;
 void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page) FTPAD_HIDDEN;
 
 /*
+ * An arch defines one of the next two (hence weak): the same job, with the
+ * batch's changes handed over as an array, or taken from the sites.
+ *
  * Change the site instructions of a batch while other threads may be
  * executing them: each change's pre bytes (its ops slot, a prep write)
  * must be in place before the site can call, then the site becomes the
  * change's new instruction.  Every thread must execute either the old or
  * the new instruction, and all of them must see the new one once this
  * returns.  x86_64 uses the int3 protocol, aarch64 a single-instruction
- * write with cache maintenance; both end with ftpad_text_sync_cores().
+ * write with cache maintenance (and writes a batch's prep MOVs with the
+ * other threads stopped); both end with ftpad_text_sync_cores().
  * While it runs, the generic code keeps site->patching set on each site
  * concerned (+1 a call being written, -1 the NOP), for a trap handler.
- * Returns 0 or the errors of ftpad_text_write().
+ * Returns 0 or the errors of ftpad_text_write(), or -EAGAIN when the
+ * other threads could not be stopped for a prep write.
  */
-int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n) FTPAD_HIDDEN;
+int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
+	FTPAD_HIDDEN __attribute__((weak));
+
+/*
+ * The same, for the sites of batch b (struct ftpad_batch), read from the
+ * sites and written as they are read, so that a batch needs no memory per
+ * site (x86_64).  After the last step, it reports each run of sites whose
+ * bytes are all in memory with ftpad_batch_written(); a site it never
+ * reports is left half written (->patching stays set).  With FTPAD_B_SLOT
+ * on a site going to the NOP, it may put the slot's NOPs back as part of
+ * the batch, once no thread can read the slot (ftpad_sites_quiesce()),
+ * and then sets b->slots_cleared before it reports; otherwise the generic
+ * code does it after a grace period.  Returns 0 or a negative errno.
+ */
+int ftpad_arch_batch_write(struct ftpad_batch *b) FTPAD_HIDDEN __attribute__((weak));
 
 /* The n-th integer argument saved in regs (see ftpad_regs_get_argument()). */
 unsigned long ftpad_arch_regs_argument(const struct ftpad_regs *regs,

@@ -147,22 +147,25 @@ struct ftpad_thread_slot *ftpad_claim_slot(void)
 	return slot;
 }
 
-/* Wait until the slot leaves the dispatch it was in when its word was w. */
-static void wait_slot(const struct ftpad_thread_slot *slot)
+/* Wait until the slot leaves the dispatch it was in when its word was w,
+ * yielding at most tries times; whether it did. */
+static bool wait_slot(const struct ftpad_thread_slot *slot, unsigned long tries)
 {
 	unsigned long w = __atomic_load_n(&slot->w, __ATOMIC_ACQUIRE), now;
 
 	if (!(w & FTPAD_DEPTH_MASK))
-		return;
+		return true;
 	for (;;) {
 		now = __atomic_load_n(&slot->w, __ATOMIC_ACQUIRE);
 		if (!(now & FTPAD_DEPTH_MASK) || (now ^ w) >= FTPAD_GEN_ONE)
-			return;
+			return true;
+		if (!tries--)
+			return false;
 		sched_yield();
 	}
 }
 
-void ftpad_grace_wait(void)
+static bool grace(unsigned long tries)
 {
 	/* Make every running thread's slot stores visible before reading them. */
 	ftpad_text_sync_cores();
@@ -170,9 +173,22 @@ void ftpad_grace_wait(void)
 		unsigned int n = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
 
 		for (unsigned int i = 0; i < n; i++)
-			if (&c->slots[i] != ftpad_slot)
-				wait_slot(&c->slots[i]);
+			if (&c->slots[i] != ftpad_slot && !wait_slot(&c->slots[i], tries))
+				return false;
 	}
+	return true;
+}
+
+void ftpad_grace_wait(void)
+{
+	grace(~0ul);
+}
+
+bool ftpad_grace_try(void)
+{
+	/* Enough for dispatches that are running; not for a callback that
+	 * blocks, nor for a thread preempted in one. */
+	return grace(4);
 }
 
 /* The child of fork has one thread: the others' slots mean nothing there. */

@@ -27,7 +27,15 @@ enum {
 	FTPAD_S_PREP = 1 << 4,      /* needs the arch's one-time write first */
 	FTPAD_S_PREPARED = 1 << 5,  /* ... which was done */
 	FTPAD_S_SLOTTED = 1 << 6,   /* the slot holds a pointer to this site */
-	FTPAD_S_BATCH = 1 << 7,     /* scratch: in the batch being written */
+};
+
+/* struct ftpad_site.batch bits: what the update being made does to the
+ * site (patch.c); under ftpad_lock only. */
+enum {
+	FTPAD_B_UP = 1 << 0,    /* in the up batch: it starts calling, or moves to the full save */
+	FTPAD_B_DOWN = 1 << 1,  /* in the down batch: every other write */
+	FTPAD_B_STORE = 1 << 2, /* its ->ops is stored after the up batch */
+	FTPAD_B_SLOT = 1 << 3,  /* its slot is written too (struct ftpad_batch) */
 };
 
 /*
@@ -48,6 +56,7 @@ struct ftpad_site {
 	int8_t patching;        /* atomic: +1/-1 while a call/the NOP is being written */
 	uint8_t target_regs;    /* atomic: the call being written goes to the REGS stub */
 	uint8_t state;          /* FTPAD_S_* */
+	uint8_t batch;          /* FTPAD_B_* */
 };
 
 static inline uintptr_t ftpad_site_addr(const struct ftpad_site *s)
@@ -98,7 +107,21 @@ struct ftpad_module {
 	uintptr_t stubs;             /* its trampoline stub page; 0 until needed */
 	bool seen;                   /* scratch of ftpad_modules_refresh() */
 	struct ftpad_module *gone;   /* the list of unloaded modules to free */
+	/* Scratch of ftpad_update_sites(): the sites of its batch with
+	 * FTPAD_B_UP ([0]) and FTPAD_B_DOWN ([1]) lie in [first, end). */
+	struct ftpad_site *batch_first[2], *batch_end[2];
 };
+
+/* The sites of module m in [first, end) that batch bit holds. */
+static inline struct ftpad_site *ftpad_batch_first(const struct ftpad_module *m, uint8_t bit)
+{
+	return m->batch_first[bit == FTPAD_B_DOWN];
+}
+
+static inline struct ftpad_site *ftpad_batch_end(const struct ftpad_module *m, uint8_t bit)
+{
+	return m->batch_end[bit == FTPAD_B_DOWN];
+}
 
 /* Every site s of every loaded module m, in module then address order. */
 #define ftpad_for_each_site(m, s)                                              \
@@ -198,6 +221,94 @@ struct ftpad_change {
 	uint8_t pre[16];
 };
 
+/*
+ * A batch of site writes (arch.h ftpad_arch_batch_write()): the sites
+ * whose ->batch has bit, in module then address order.  Each goes to a
+ * call (->patching +1; to the full save's stub if ->target_regs) or back
+ * to its NOP (-1); with FTPAD_B_SLOT its slot is written too: &site
+ * before it may call, or the slot's NOPs back once no thread can read it.
+ */
+struct ftpad_batch {
+	uint8_t bit;        /* FTPAD_B_UP or FTPAD_B_DOWN */
+	bool slots_cleared; /* set by the arch: it put the NOPs back in the slots */
+	size_t n;           /* sites in the batch */
+	size_t slots;       /* of which going to the NOP with FTPAD_B_SLOT */
+	size_t done;        /* of which ftpad_batch_written() was told */
+	size_t unslotted;   /* sites turned off whose slot keeps its pointer */
+};
+
+/*
+ * For the arch, once the bytes of the last step of the sites [first, end)
+ * of one module are in memory (all of them; those not in the batch are
+ * skipped): their state becomes what was written.  Sites never reported
+ * are taken as left half written.
+ */
+void ftpad_batch_written(struct ftpad_batch *b, struct ftpad_site *first,
+			 struct ftpad_site *end) FTPAD_HIDDEN;
+
+/*
+ * Writing code site by site, in steps (arch.h ftpad_arch_batch_write()):
+ * each site's span of code [lo, hi), in address order, goes into the run
+ * being assembled (struct ftpad_text_run, which the caller keeps in local
+ * variables: a span costs a few compares); whatever of a span is not
+ * stored to stays as it is.  Runs are made as ftpad_text_write() makes
+ * them, assembled in a buffer with the code around the spans, and written
+ * out whole: one pwrite to /proc/self/mem, read back, or, where refused,
+ * mprotect of the run's pages, a copy and mprotect back.  Nothing is
+ * allocated; under ftpad_lock.
+ */
+struct ftpad_text_run {
+	uintptr_t hi;     /* the end of the last span (0: no run) */
+	uintptr_t copied; /* the buffer holds the code up to here, all in one mapping */
+	intptr_t delta;   /* the byte of code address a goes to a + delta */
+};
+
+struct ftpad_text_writer {
+	bool direct;        /* the code itself was made writable: no runs */
+	uintptr_t lo;       /* the run starts here */
+	uintptr_t end;      /* ... and may grow up to here */
+	uintptr_t pagem1;   /* the page size - 1 */
+	int prot;           /* the run's mapping's protection */
+	int err;            /* the first error: nothing is written after it */
+	void (*written)(void *ctx); /* called after each run is written */
+	void *ctx;
+};
+
+/* A writer, and its first run: into a buffer, or, with direct, into the
+ * code itself, which the caller made writable (ftpad_text_unprotect()). */
+struct ftpad_text_run ftpad_text_writer_init(struct ftpad_text_writer *w, bool direct,
+					     void (*written)(void *ctx), void *ctx) FTPAD_HIDDEN;
+
+/*
+ * Whether code is written by mprotect, the way that worked last (or
+ * FTPAD_TEXT_WRITE=mprotect).  Then a batch may make its ranges writable
+ * once, before its first step, and give them back after its last: one
+ * protection change per range, for the whole batch.
+ */
+bool ftpad_text_direct(void) FTPAD_HIDDEN;
+/* The pages of [lo, hi) writable, or (writable false) back to prot; with
+ * a warning when that fails. */
+int ftpad_text_unprotect(uintptr_t lo, uintptr_t hi, int prot, bool writable) FTPAD_HIDDEN;
+
+/* Whether the span [lo, hi) continues run r as it stands: it starts after
+ * the last span, less than a page on (so no page without a span is
+ * written), and its code is in the buffer.  pagem1: the writer's. */
+static inline bool ftpad_text_run_takes(const struct ftpad_text_run *r, uintptr_t lo, uintptr_t hi,
+					uintptr_t pagem1)
+{
+	return lo >= r->hi && lo - r->hi <= pagem1 && hi <= r->copied;
+}
+
+/* Otherwise: run r with the span [lo, hi) (in the mapping that ends at
+ * limit, with protection prot) added, after r was written out if the
+ * span does not continue it. */
+struct ftpad_text_run ftpad_text_span(struct ftpad_text_writer *w, struct ftpad_text_run r,
+				      uintptr_t lo, uintptr_t hi, uintptr_t limit,
+				      int prot) FTPAD_HIDDEN;
+
+/* Write out run r; w->err. */
+int ftpad_text_flush(struct ftpad_text_writer *w, struct ftpad_text_run r) FTPAD_HIDDEN;
+
 /* Make every thread of the process execute a core-serializing instruction
  * (membarrier SYNC_CORE) before it runs user code again.  0 or -errno. */
 int ftpad_text_sync_cores(void) FTPAD_HIDDEN;
@@ -231,6 +342,9 @@ extern __thread struct ftpad_thread_slot *ftpad_slot
 struct ftpad_thread_slot *ftpad_claim_slot(void) FTPAD_HIDDEN;
 /* Return once every thread that was dispatching when it was called is out. */
 void ftpad_grace_wait(void) FTPAD_HIDDEN;
+/* The same, unless a thread stays in its dispatch for more than a few
+ * yields: then false, and no grace period can be assumed. */
+bool ftpad_grace_try(void) FTPAD_HIDDEN;
 void ftpad_grace_fork_child(void) FTPAD_HIDDEN;
 
 /*
@@ -313,6 +427,9 @@ extern struct ftpad_ops ftpad_list_ops FTPAD_HIDDEN;
 
 /* patch.c: make every site match the registered ops; under ftpad_lock. */
 int ftpad_update_sites(void) FTPAD_HIDDEN;
+/* For the arch, between the steps of a batch: a grace period, if one can
+ * be had without waiting for long (ftpad_grace_try()); whether it was. */
+bool ftpad_sites_quiesce(void) FTPAD_HIDDEN;
 /* In a child forked in the middle of an update: the state from the code. */
 void ftpad_sites_resync(void) FTPAD_HIDDEN;
 /* Free what was replaced, after a grace period: when anything was replaced,

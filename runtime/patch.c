@@ -9,31 +9,40 @@
  * call, and changing what an enabled site dispatches to is one atomic
  * store to ->ops, never a code write.  One change runs:
  *
- *   1. ->ops of the sites that start calling; then the "up" batch, one
- *      ftpad_arch_sites_write(): each such site's slot (a pointer to its
- *      struct ftpad_site) and any one-time arch write (aarch64's MOV) go
- *      in first, then the NOP becomes a call; sites whose ops now want the
- *      full register save move to the stub of that save;
- *   2. ->ops of every other site that changes (NULL for sites going off);
+ *   0. one walk over every site (plan()) decides what happens to each:
+ *      its batch, its state once written (->patching says until when it
+ *      is not), and its new ->ops, stored right away (so before a site
+ *      starts calling, and NULL before a site goes off), except for sites
+ *      that move to the full register save (step 2);
+ *   1. the "up" batch: each site that starts calling gets its slot (a
+ *      pointer to its struct ftpad_site) and any one-time arch write
+ *      (aarch64's MOV) first, then the NOP becomes a call; sites whose ops
+ *      now want the full register save move to the stub of that save;
+ *   2. ->ops of the sites that moved to the full save;
  *   3. the "down" batch: sites no ops wants go back to their NOP, sites no
  *      longer wanting the full save go back to the plain stub;
  *   4. a grace period, then the slots of the sites turned off get their
  *      NOPs back, so that a disabled pad is byte for byte what the
- *      compiler emitted.
+ *      compiler emitted.  The arch may do this within step 3 (x86_64, in
+ *      its tail step), else it is one more batch.
  *
  * Steps 1 and 3 order the stub against ->ops so that an ops asking for the
  * full save is never reached through the plain trampoline (but see
- * ops.c's assist for the threads that were already on their way).
+ * ops.c's assist for the threads that were already on their way).  A
+ * batch is written by the arch from the sites themselves
+ * (ftpad_arch_batch_write()), or from an array of changes built here
+ * (ftpad_arch_sites_write()); either way nothing else walks every site.
  *
  * Slots are written by copies.  A /proc/self/mem write is the kernel's
  * memcpy, which on x86 CPUs with fast short `rep movsb` stores byte by
  * byte: a thread reading a slot meanwhile could see half of one value and
- * half of another.  So a slot is never written while a thread may read it:
- * the trampoline reads a slot only after it saw, inside ftpad_enter(),
- * that the site is a call (ftpad_arch_site_calls()), and takes the site by
- * address otherwise.  A slot is written in step 1 only while its site is
- * not a call, and in step 4 only after the grace period that follows
- * turning the site off, when nobody who saw the call is still dispatching.
+ * half of another.  So a slot is never written while a thread may read it
+ * (except rewritten with the bytes it holds): the trampoline reads a slot
+ * only after it saw, inside ftpad_enter(), that the site is a call
+ * (ftpad_arch_site_calls()), and takes the site by address otherwise.  A
+ * slot is written in step 1 only while its site is not a call, and in
+ * step 4 only after the grace period that follows turning the site off,
+ * when nobody who saw the call is still dispatching.
  *
  * Memory that a dispatching thread may still hold (replaced entries arrays,
  * an unregistered ops, unloaded modules) is given back only after a grace
@@ -46,7 +55,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/mman.h>
-#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include "arch.h"
@@ -90,6 +98,65 @@ void ftpad_reclaim(bool force)
 	}
 }
 
+/* What a site should be (for site_change()). */
+enum target { T_NOP, T_CALL, T_REGS };
+
+static enum target target_of(const struct ftpad_site *s)
+{
+	return !s->want ? T_NOP : s->state & FTPAD_S_WANT_REGS ? T_REGS : T_CALL;
+}
+
+/* Scratch memory, kept from one update to the next. */
+struct scratch {
+	void *p;
+	size_t size;
+};
+
+static void *scratch_for(struct scratch *sc, size_t n, size_t size)
+{
+	if (n * size > sc->size) {
+		void *p = ftpad_realloc(sc->p, n * size);
+
+		if (!p)
+			return NULL;
+		sc->p = p;
+		sc->size = n * size;
+	}
+	return sc->p;
+}
+
+static struct scratch ops_scratch, change_scratch;
+
+/* One registered ops while its entries are rebuilt. */
+struct ops_plan {
+	struct ftpad_ops *ops;
+	struct ftpad_entries *e;
+	bool all, regs;
+};
+
+/*
+ * What an update does to a site, from its state, whether it was left half
+ * written, and what it should be (decide()).
+ */
+struct decision {
+	uint8_t state;     /* its state once written */
+	uint8_t batch;     /* FTPAD_B_*; FTPAD_B_STORE: store ->ops late, if it changes */
+	int8_t patching;   /* for the batch */
+	uint8_t target_regs;
+};
+
+/* What one update does, as plan() found it. */
+struct plan {
+	struct ops_plan *op;
+	size_t nops;
+	bool uniform;             /* every site wants the same: */
+	struct ftpad_ops *want;   /* ... this ops (or none), */
+	uint8_t regs;             /* ... with this FTPAD_S_WANT_REGS, */
+	struct decision table[2][256]; /* ... so decide() by [half][state] */
+	struct ftpad_batch up, down;
+	size_t nstore;            /* sites with FTPAD_B_STORE */
+};
+
 static int cmp_ip(const void *a, const void *b)
 {
 	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
@@ -114,102 +181,21 @@ static bool sorted(const uintptr_t *v, size_t n)
 	return true;
 }
 
-static void want(struct ftpad_site *s, struct ftpad_ops *ops)
+/* Publish the ops' new entries, unless they are the old ones. */
+static void publish_entries(struct ops_plan *op)
 {
-	s->want = s->want ? &ftpad_list_ops : ops;
-	if (ops->flags & FTPAD_OPS_FL_SAVE_REGS)
-		s->state |= FTPAD_S_WANT_REGS;
-}
+	struct ftpad_entries *old = op->ops->internal.entries, *e = op->e;
 
-/* Build ops' entries and mark the sites it wants in ->want. */
-static int plan_ops(struct ftpad_ops *ops, size_t total)
-{
-	struct ftpad_entries *old = ops->internal.entries, *e;
-	bool all = ftpad_ops_all(ops);
-
-	e = ftpad_alloc(sizeof(*e) + (all || !total ? 1 : total) * sizeof(e->ip[0]));
-	if (!e)
-		return -ENOMEM;
-	e->n = 0;
-	e->all = all;
-	e->retired = NULL;
-	ftpad_for_each_site(m, s) {
-		if (all) {
-			want(s, ops);
-		} else if (ftpad_ops_match(ops, s->name)) {
-			want(s, ops);
-			e->ip[e->n++] = s->entry;
-		}
-	}
 	/* Sites are sorted within a module; modules need not be. */
 	if (!sorted(e->ip, e->n))
 		ftpad_sort(e->ip, e->n, sizeof(e->ip[0]), cmp_ip);
 	if (old && old->all == e->all && old->n == e->n &&
 	    !memcmp(old->ip, e->ip, e->n * sizeof(e->ip[0]))) {
 		ftpad_free(e);
-		return 0;
+		return;
 	}
-	__atomic_store_n(&ops->internal.entries, e, __ATOMIC_RELEASE);
+	__atomic_store_n(&op->ops->internal.entries, e, __ATOMIC_RELEASE);
 	retire(old);
-	return 0;
-}
-
-static size_t count_sites(void)
-{
-	size_t n = 0;
-
-	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
-		n += m->nsites;
-	return n;
-}
-
-static int plan(size_t total)
-{
-	ftpad_for_each_site(m, s) {
-		s->want = NULL;
-		s->state &= ~FTPAD_S_WANT_REGS;
-	}
-	for (struct ftpad_ops *ops = ftpad_registered(); ops; ops = ops->internal.next) {
-		int err = plan_ops(ops, total);
-
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
-/* What a site is, and what it should be. */
-enum target { T_NOP, T_CALL, T_REGS };
-
-static enum target target_of(const struct ftpad_site *s)
-{
-	return !s->want ? T_NOP : s->state & FTPAD_S_WANT_REGS ? T_REGS : T_CALL;
-}
-
-static enum target current_of(const struct ftpad_site *s)
-{
-	return !(s->state & FTPAD_S_ENABLED) ? T_NOP : s->state & FTPAD_S_REGS ? T_REGS : T_CALL;
-}
-
-/* A site left half written (a failed batch, a fork in the middle of one)
- * keeps ->patching set, and is written again. */
-static bool needs_write(const struct ftpad_site *s)
-{
-	return target_of(s) != current_of(s) || __atomic_load_n(&s->patching, __ATOMIC_RELAXED);
-}
-
-/* Step 1's batch: sites that start calling, or move to the full save. */
-static bool goes_up(const struct ftpad_site *s)
-{
-	enum target t = target_of(s), c = current_of(s);
-
-	return needs_write(s) && t != T_NOP && (c == T_NOP || t == T_REGS);
-}
-
-/* Step 3's batch: every other write. */
-static bool goes_down(const struct ftpad_site *s)
-{
-	return needs_write(s) && !goes_up(s);
 }
 
 /* A page for the stubs within reach of every byte of the module, or 0. */
@@ -300,9 +286,10 @@ static void poke_place(struct ftpad_poke *p, struct seg_cache *c, const struct f
 }
 
 /*
- * The change that takes site s to target t: its new instruction, and the
- * bytes to write before it (its slot, the arch's prep) up to the site, with
- * those between as they are now.  The module's stubs must be mapped.
+ * The change that takes site s to target t, for an arch that takes its
+ * batches as an array: its new instruction, and the bytes to write before
+ * it (its slot, the arch's prep) up to the site, with those between as
+ * they are now.  The module's stubs must be mapped.
  */
 static int site_change(struct seg_cache *c, struct ftpad_module *mod, struct ftpad_site *s,
 		       enum target t, struct ftpad_change *ch)
@@ -319,8 +306,7 @@ static int site_change(struct seg_cache *c, struct ftpad_module *mod, struct ftp
 		err = ftpad_arch_site_call(s, mod->stubs, t == T_REGS, ch->insn);
 		if (err)
 			return err;
-		/* Rewriting a slot that already holds &s writes the same bytes. */
-		slot_write = slot && !(s->state & FTPAD_S_SLOTTED);
+		slot_write = s->batch & FTPAD_B_SLOT;
 		if ((s->state & FTPAD_S_PREP) && !(s->state & FTPAD_S_PREPARED))
 			ftpad_arch_site_prep(s, &prep, prep_insn);
 		lo = slot_write ? slot : prep ? prep : addr;
@@ -341,138 +327,393 @@ static int site_change(struct seg_cache *c, struct ftpad_module *mod, struct ftp
 	return 0;
 }
 
-/* Scratch memory for a batch, kept from one update to the next. */
-static void *scratch;
-static size_t scratch_size;
-
-static void *scratch_for(size_t n, size_t size)
+/* What the registered ops want at site s: ->want, and FTPAD_S_WANT_REGS
+ * in *regs; the ops that list it get its entry. */
+static inline struct ftpad_ops *wanted(struct plan *pl, const struct ftpad_site *s, uint8_t *regs)
 {
-	if (n * size > scratch_size) {
-		void *p = ftpad_realloc(scratch, n * size);
+	struct ftpad_ops *want = NULL;
 
-		if (!p)
-			return NULL;
-		scratch = p;
-		scratch_size = n * size;
+	if (pl->uniform) {
+		*regs = pl->regs;
+		return pl->want;
 	}
-	return scratch;
+	*regs = 0;
+	for (size_t k = 0; k < pl->nops; k++) {
+		struct ops_plan *op = &pl->op[k];
+
+		if (!op->all && !ftpad_ops_match(op->ops, s->name))
+			continue;
+		want = want ? &ftpad_list_ops : op->ops;
+		*regs |= op->regs ? FTPAD_S_WANT_REGS : 0;
+		if (!op->all)
+			op->e->ip[op->e->n++] = s->entry;
+	}
+	return want;
 }
 
-/* The state a site reaches with a write to t (whether it succeeded or
- * not: ->patching says the latter). */
-static void site_switched(struct ftpad_site *s, enum target t, bool ok)
+/* Add s to the batch with bit in its module m. */
+static void batch_add(struct ftpad_batch *b, struct ftpad_module *m, struct ftpad_site *s)
 {
-	s->state &= ~(FTPAD_S_ENABLED | FTPAD_S_REGS | FTPAD_S_BATCH);
-	if (t != T_NOP)
-		s->state |= FTPAD_S_ENABLED | (t == T_REGS ? FTPAD_S_REGS : 0);
-	if (!ok)
-		return;
-	if (t != T_NOP) {
-		s->state |= ftpad_site_slot(s) ? FTPAD_S_SLOTTED : 0;
-		s->state |= s->state & FTPAD_S_PREP ? FTPAD_S_PREPARED : 0;
-	}
-	__atomic_store_n(&s->patching, 0, __ATOMIC_RELEASE);
+	int k = b->bit == FTPAD_B_DOWN;
+
+	b->n++;
+	if (!m->batch_first[k])
+		m->batch_first[k] = s;
+	m->batch_end[k] = s + 1;
 }
 
-/* One batch of site writes, the sites chosen by pick. */
-static int switch_sites(bool (*pick)(const struct ftpad_site *))
+/* The state bits that say what a site is: none (its NOP), a call, a call
+ * to the full save's stub. */
+#define S_TARGET (FTPAD_S_ENABLED | FTPAD_S_REGS)
+
+/*
+ * What the update does to a site in state that should become t (S_TARGET
+ * bits; regs its FTPAD_S_WANT_REGS), left half written or not (half: a
+ * failed batch, a fork in the middle of one; it keeps ->patching set and
+ * is written again, slot included).  Its state becomes what it is written
+ * to at once (->patching says until when it is not).
+ */
+static struct decision decide(uint8_t state, bool half, uint8_t t, uint8_t regs)
 {
-	struct seg_cache seg = { 0 };
-	struct ftpad_change *ch;
-	size_t n = 0;
-	int err = 0;
+	uint8_t c = state & S_TARGET;
+	bool slot = state & FTPAD_S_SLOT, slotted = state & FTPAD_S_SLOTTED;
+	struct decision d = { .state = (state & ~FTPAD_S_WANT_REGS) | regs };
 
-	ftpad_for_each_site(m, s) {
-		if (!pick(s))
-			continue;
-		if (target_of(s) != T_NOP && (err = ensure_stubs(m)))
-			return err;
-		s->state |= FTPAD_S_BATCH;
-		n++;
+	if (t == c && !half)
+		return d;
+	if (t) {
+		/* A call needs &site in its slot (written again if the site was
+		 * left half written).  Sites that start calling, or move to the
+		 * full save, go up; one that already called gets the ops that
+		 * asks for the full save only afterwards. */
+		d.batch = !c || (t & FTPAD_S_REGS) ? FTPAD_B_UP | (c ? FTPAD_B_STORE : 0)
+						   : FTPAD_B_DOWN;
+		d.batch |= slot && (!slotted || half) ? FTPAD_B_SLOT : 0;
+		d.state |= slot ? FTPAD_S_SLOTTED : 0;
+	} else {
+		d.batch = FTPAD_B_DOWN | (slot && (slotted || half) ? FTPAD_B_SLOT : 0);
 	}
-	ch = scratch_for(n ? n : 1, sizeof(*ch));
-	if (!ch)
-		err = -ENOMEM;
-	n = 0;
-	ftpad_for_each_site(m, s) {
-		enum target t;
+	d.state = (d.state & ~S_TARGET) | t;
+	d.patching = t ? 1 : -1;
+	d.target_regs = !!(t & FTPAD_S_REGS);
+	return d;
+}
 
-		if (err || !(s->state & FTPAD_S_BATCH))
-			continue;
-		t = target_of(s);
-		err = site_change(&seg, m, s, t, &ch[n]);
+/*
+ * ->want of site s (of module m), and what the update does to it
+ * (decide()), with its new ops stored now, unless FTPAD_B_STORE says
+ * after the up batch.  Fields are written only when they change, so that
+ * an update that changes few sites dirties few cache lines.  0, or the
+ * error of mapping the module's stubs.
+ */
+static inline int plan_site(struct plan *pl, struct ftpad_module *m, struct ftpad_site *s)
+{
+	struct ftpad_ops *ops = __atomic_load_n(&s->ops, __ATOMIC_RELAXED), *want;
+	bool half = __atomic_load_n(&s->patching, __ATOMIC_RELAXED) != 0;
+	struct decision d;
+	uint8_t regs;
+
+	want = wanted(pl, s, &regs);
+	d = decide(s->state, half, want ? FTPAD_S_ENABLED | (regs ? FTPAD_S_REGS : 0) : 0, regs);
+	if (s->want != want)
+		s->want = want;
+	if (d.batch) {
+		int err = !(d.batch & FTPAD_B_UP) || m->stubs ? 0 : ensure_stubs(m);
+
 		if (err)
-			break;
-		n++;
-		__atomic_store_n(&s->target_regs, t == T_REGS, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->patching, t == T_NOP ? -1 : 1, __ATOMIC_RELEASE);
+			return err;
+		batch_add(d.batch & FTPAD_B_UP ? &pl->up : &pl->down, m, s);
+		pl->down.slots += (d.batch & FTPAD_B_SLOT) && d.patching < 0;
+		__atomic_store_n(&s->target_regs, d.target_regs, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->patching, d.patching, __ATOMIC_RELEASE);
 	}
-	if (!err && n)
-		err = ftpad_arch_sites_write(ch, n);
-	/*
-	 * After a failure some sites may be left half written; they keep
-	 * ->patching, so that a trap there still runs the new instruction
-	 * and the next update writes them again.
-	 */
-	ftpad_for_each_site(m, s) {
-		if (!(s->state & FTPAD_S_BATCH))
+	if (s->state != d.state)
+		s->state = d.state;
+	if (ops != want && (d.batch & FTPAD_B_STORE)) {
+		pl->nstore++;
+	} else {
+		d.batch &= ~FTPAD_B_STORE;
+		if (ops != want) {
+			if (ops)
+				ftpad_note_unpublished();
+			__atomic_store_n(&s->ops, want, __ATOMIC_RELEASE);
+		}
+	}
+	if (s->batch != d.batch)
+		s->batch = d.batch;
+	return 0;
+}
+
+static size_t count_sites(void)
+{
+	size_t n = 0;
+
+	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
+		n += m->nsites;
+	return n;
+}
+
+/* The registered ops, with their new entries to fill. */
+static int plan_ops(struct plan *pl, size_t total)
+{
+	size_t nops = 0;
+
+	for (struct ftpad_ops *ops = ftpad_registered(); ops; ops = ops->internal.next)
+		nops++;
+	pl->op = scratch_for(&ops_scratch, nops ? nops : 1, sizeof(*pl->op));
+	if (!pl->op)
+		return -ENOMEM;
+	for (struct ftpad_ops *ops = ftpad_registered(); ops; ops = ops->internal.next) {
+		struct ops_plan *op = &pl->op[pl->nops];
+
+		*op = (struct ops_plan){ .ops = ops, .all = ftpad_ops_all(ops),
+					 .regs = ops->flags & FTPAD_OPS_FL_SAVE_REGS };
+		op->e = ftpad_alloc(sizeof(*op->e) +
+				    (op->all || !total ? 1 : total) * sizeof(op->e->ip[0]));
+		if (!op->e) {
+			while (pl->nops)
+				ftpad_free(pl->op[--pl->nops].e);
+			return -ENOMEM;
+		}
+		op->e->all = op->all;
+		pl->nops++;
+	}
+	/* No ops, or one that traces everything: every site wants the same. */
+	pl->uniform = !nops || (nops == 1 && pl->op[0].all);
+	pl->want = nops ? pl->op[0].ops : NULL;
+	pl->regs = nops && pl->op[0].regs ? FTPAD_S_WANT_REGS : 0;
+	for (int state = 0; pl->uniform && state < 256; state++) {
+		uint8_t t = pl->want ? FTPAD_S_ENABLED | (pl->regs ? FTPAD_S_REGS : 0) : 0;
+
+		pl->table[0][state] = decide(state, false, t, pl->regs);
+		pl->table[1][state] = decide(state, true, t, pl->regs);
+	}
+	return 0;
+}
+
+/*
+ * One walk over every site: each registered ops' entries, each site's
+ * ->want, and the plan of the update (plan_site()).
+ */
+/*
+ * plan_site() for every site of module m when every site wants the same
+ * (pl->uniform): the same decisions, in a loop that keeps its counts in
+ * local variables (this walk is most of the cost of enabling or disabling
+ * every site).  The stubs are mapped after the walk, before anything is
+ * written.
+ */
+static int plan_uniform(struct plan *pl, struct ftpad_module *m)
+{
+	struct ftpad_ops *const want = pl->want;
+	struct ftpad_site *s = m->sites, *const stop = m->sites + m->nsites;
+	struct ftpad_site *up = NULL, *up_end = NULL, *down = NULL, *down_end = NULL;
+	size_t nup = 0, ndown = 0, slots = 0, nstore = 0;
+	bool unpublished = false;
+
+	for (; s < stop; s++) {
+		struct ftpad_ops *ops = __atomic_load_n(&s->ops, __ATOMIC_RELAXED);
+		int8_t patching = __atomic_load_n(&s->patching, __ATOMIC_RELAXED);
+		struct decision d = pl->table[patching != 0][s->state];
+
+		if (s->want != want)
+			s->want = want;
+		if (d.batch & FTPAD_B_UP) {
+			up = up ? up : s;
+			up_end = s + 1;
+			nup++;
+		} else if (d.batch) {
+			down = down ? down : s;
+			down_end = s + 1;
+			ndown++;
+			slots += (d.batch & FTPAD_B_SLOT) && d.patching < 0;
+		}
+		if (d.batch) {
+			__atomic_store_n(&s->target_regs, d.target_regs, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->patching, d.patching, __ATOMIC_RELEASE);
+		}
+		if (s->state != d.state)
+			s->state = d.state;
+		if (ops != want && (d.batch & FTPAD_B_STORE)) {
+			nstore++;
+		} else {
+			d.batch &= ~FTPAD_B_STORE;
+			if (ops != want) {
+				unpublished |= ops != NULL;
+				__atomic_store_n(&s->ops, want, __ATOMIC_RELEASE);
+			}
+		}
+		if (s->batch != d.batch)
+			s->batch = d.batch;
+	}
+	if (unpublished)
+		ftpad_note_unpublished();
+	m->batch_first[0] = up, m->batch_end[0] = up_end;
+	m->batch_first[1] = down, m->batch_end[1] = down_end;
+	pl->up.n += nup;
+	pl->down.n += ndown;
+	pl->down.slots += slots;
+	pl->nstore += nstore;
+	return nup && !m->stubs ? ensure_stubs(m) : 0;
+}
+
+static int plan(struct plan *pl)
+{
+	int err;
+
+	*pl = (struct plan){ .up.bit = FTPAD_B_UP, .down.bit = FTPAD_B_DOWN };
+	err = plan_ops(pl, count_sites());
+	for (struct ftpad_module *m = ftpad_modules(); m && !err; m = m->next) {
+		m->batch_first[0] = m->batch_first[1] = m->batch_end[0] = m->batch_end[1] = NULL;
+		if (pl->uniform) {
+			err = plan_uniform(pl, m);
 			continue;
-		if (__atomic_load_n(&s->patching, __ATOMIC_RELAXED))
-			site_switched(s, target_of(s), !err);
+		}
+		for (size_t i = 0; i < m->nsites && !err; i++)
+			err = plan_site(pl, m, &m->sites[i]);
+	}
+	for (size_t k = 0; k < pl->nops; k++) {
+		if (err)
+			ftpad_free(pl->op[k].e);
 		else
-			s->state &= ~FTPAD_S_BATCH;
+			publish_entries(&pl->op[k]);
 	}
 	return err;
 }
 
-/* Step 4: the slots of sites turned off get their NOPs back. */
-static int clear_slots(void)
+/*
+ * Site s of batch b was written (ok), or may be left half written: then
+ * ->patching stays set.  Its state already says what it was written to
+ * (decide()); what is known only now: the one-time prep is in place, the
+ * slot went back to its NOPs.  Returns whether the site was turned off
+ * and keeps its pointer in its slot.
+ */
+static inline bool site_done(const struct ftpad_batch *b, struct ftpad_site *s, bool ok)
 {
+	uint8_t state = s->state, clear = b->slots_cleared ? FTPAD_B_SLOT : 0;
+
+	if (ok && s->patching > 0)
+		state |= state & FTPAD_S_PREP ? FTPAD_S_PREPARED : 0;
+	else if (ok && (s->batch & clear))
+		state &= ~FTPAD_S_SLOTTED;
+	if (s->state != state)
+		s->state = state;
+	s->batch &= ~b->bit;
+	if (ok)
+		__atomic_store_n(&s->patching, 0, __ATOMIC_RELEASE);
+	return (state & (FTPAD_S_ENABLED | FTPAD_S_SLOTTED)) == FTPAD_S_SLOTTED;
+}
+
+void ftpad_batch_written(struct ftpad_batch *b, struct ftpad_site *s, struct ftpad_site *end)
+{
+	const uint8_t bit = b->bit;
+	size_t done = 0, unslotted = 0;
+
+	for (; s < end; s++) {
+		if (s->batch & bit) {
+			unslotted += site_done(b, s, true);
+			done++;
+		}
+	}
+	b->done += done;
+	b->unslotted += unslotted;
+}
+
+/* For an arch without ftpad_arch_batch_write(): every change in an array. */
+static int write_batch_array(struct ftpad_batch *b)
+{
+	struct ftpad_change *ch = scratch_for(&change_scratch, b->n, sizeof(*ch));
 	struct seg_cache seg = { 0 };
-	struct ftpad_poke *p;
-	size_t n = 0;
+	size_t k = 0;
+	int err = 0;
+
+	if (!ch)
+		return -ENOMEM;
+	for (struct ftpad_module *m = ftpad_modules(); m && !err; m = m->next) {
+		struct ftpad_site *end = ftpad_batch_end(m, b->bit);
+
+		for (struct ftpad_site *s = ftpad_batch_first(m, b->bit); s && s < end && !err; s++)
+			if (s->batch & b->bit)
+				err = site_change(&seg, m, s, target_of(s), &ch[k++]);
+	}
+	return err ? err : ftpad_arch_sites_write(ch, k);
+}
+
+/* One batch of site writes (steps 1 and 3). */
+static int write_batch(struct ftpad_batch *b)
+{
 	int err;
 
-	ftpad_for_each_site(m, s)
-		n += !(s->state & FTPAD_S_ENABLED) && (s->state & FTPAD_S_SLOTTED);
-	if (!n)
+	if (!b->n)
 		return 0;
-	p = scratch_for(n, sizeof(*p));
+	err = ftpad_arch_batch_write ? ftpad_arch_batch_write(b) : write_batch_array(b);
+	/* The sites the arch did not report: after a failure, some may be
+	 * half written; they keep ->patching, so that a trap there still runs
+	 * the new instruction and the next update writes them again. */
+	for (struct ftpad_module *m = ftpad_modules(); m && b->done < b->n; m = m->next) {
+		struct ftpad_site *end = ftpad_batch_end(m, b->bit);
+
+		for (struct ftpad_site *s = ftpad_batch_first(m, b->bit); s && s < end; s++)
+			if (s->batch & b->bit)
+				b->unslotted += site_done(b, s, !err);
+	}
+	return err;
+}
+
+/* Step 2: the ops of the sites that moved to the full save. */
+static void store_late_ops(void)
+{
+	ftpad_for_each_site(m, s) {
+		if (!(s->batch & FTPAD_B_STORE))
+			continue;
+		s->batch &= ~FTPAD_B_STORE;
+		if (__atomic_load_n(&s->ops, __ATOMIC_RELAXED))
+			ftpad_note_unpublished();
+		__atomic_store_n(&s->ops, s->want, __ATOMIC_RELEASE);
+	}
+}
+
+static bool unslotted(const struct ftpad_site *s)
+{
+	return !(s->state & FTPAD_S_ENABLED) && (s->state & FTPAD_S_SLOTTED);
+}
+
+/* Step 4, when the arch did not do it in the batch: the n slots of sites
+ * turned off that keep their pointer get their NOPs back. */
+static int clear_slots(size_t n)
+{
+	struct ftpad_poke *p = scratch_for(&change_scratch, n, sizeof(*p));
+	struct seg_cache seg = { 0 };
+	size_t k = 0;
+	int err;
+
 	if (!p)
 		return -ENOMEM;
 	/* No thread that saw one of these sites call is still dispatching;
 	 * later ones find the NOP and never read the slot. */
 	grace();
-	n = 0;
 	ftpad_for_each_site(m, s) {
-		if ((s->state & FTPAD_S_ENABLED) || !(s->state & FTPAD_S_SLOTTED))
+		if (!unslotted(s) || k == n)
 			continue;
-		poke_place(&p[n], &seg, m, ftpad_site_slot(s));
-		p[n].len = 8;
-		memcpy(p[n].bytes, &ftpad_arch_slot_empty, 8);
-		n++;
+		poke_place(&p[k], &seg, m, ftpad_site_slot(s));
+		p[k].len = 8;
+		memcpy(p[k].bytes, &ftpad_arch_slot_empty, 8);
+		k++;
 	}
-	err = ftpad_text_poke(p, n, true);
+	err = ftpad_text_poke(p, k, true);
 	if (err)
 		return err;
 	ftpad_for_each_site(m, s)
-		if (!(s->state & FTPAD_S_ENABLED))
+		if (unslotted(s))
 			s->state &= ~FTPAD_S_SLOTTED;
 	return 0;
 }
 
-/* Store what each site should dispatch to, for the sites pick chooses. */
-static void store_ops(bool (*pick)(const struct ftpad_site *))
+bool ftpad_sites_quiesce(void)
 {
-	ftpad_for_each_site(m, s) {
-		struct ftpad_ops *old = __atomic_load_n(&s->ops, __ATOMIC_RELAXED);
-
-		if (old == s->want || !pick(s))
-			continue;
-		if (old)
-			ftpad_note_unpublished();
-		__atomic_store_n(&s->ops, s->want, __ATOMIC_RELEASE);
-	}
+	if (!ftpad_grace_try())
+		return false;
+	clean = true;
+	return true;
 }
 
 /*
@@ -488,7 +729,7 @@ void ftpad_sites_resync(void)
 	ftpad_for_each_site(m, s) {
 		uintptr_t slot = ftpad_site_slot(s);
 
-		s->state &= ~(FTPAD_S_SLOTTED | FTPAD_S_BATCH);
+		s->state &= ~FTPAD_S_SLOTTED;
 		if (slot && *(const uintptr_t *)slot == (uintptr_t)s)
 			s->state |= FTPAD_S_SLOTTED;
 		if (ftpad_arch_site_calls(ftpad_site_addr(s))) {
@@ -500,99 +741,19 @@ void ftpad_sites_resync(void)
 	}
 }
 
-static bool starts_calling(const struct ftpad_site *s)
-{
-	return goes_up(s) && current_of(s) == T_NOP;
-}
-
-static bool any_site(const struct ftpad_site *s)
-{
-	(void)s;
-	return true;
-}
-
-/* The functions whose kernel-ABI pad still needs its one-time write. */
-static bool unprepared(const struct ftpad_site *s)
-{
-	return starts_calling(s) && (s->state & FTPAD_S_PREP) && !(s->state & FTPAD_S_PREPARED);
-}
-
-/*
- * How many threads the process runs: 1 when glibc knows it never started
- * one (__libc_single_threaded, which also holds under qemu-user, whose own
- * threads show in /proc), else what /proc/self/status counts.
- */
-static int threads_running(void)
-{
-	char buf[4096];
-	const char *line;
-	ssize_t n = 0;
-	int fd, threads = 0;
-
-	if (__libc_single_threaded)
-		return 1;
-	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-	}
-	buf[n > 0 ? n : 0] = 0;
-	line = strstr(buf, "\nThreads:");
-	if (!line || sscanf(line + 9, "%d", &threads) != 1 || threads < 1)
-		return 2; /* unknown: assume the worst */
-	return threads;
-}
-
-/*
- * The one-time write of a kernel-ABI pad (aarch64's `mov x9, x30` into the
- * first of two NOPs) cannot be made safe while other threads may be
- * between the two instructions: refuse unless the process is
- * single-threaded.
- */
-static int check_prep(void)
-{
-	const struct ftpad_site *first = NULL;
-	const struct ftpad_module *mod = NULL;
-	size_t n = 0;
-	int threads;
-
-	ftpad_for_each_site(m, s) {
-		if (!unprepared(s))
-			continue;
-		if (!n++)
-			first = s, mod = m;
-	}
-	if (!n)
-		return 0;
-	threads = threads_running();
-	if (threads == 1)
-		return 0;
-	ftpad_warn("%s: error: ftpad: %s%s: a kernel-ABI pad (NOP NOP, no mov x9, x30 from the "
-		   "compiler): its MOV can only be written while the process is single-threaded, "
-		   "and %d threads run; %zu such function%s not patched (enable them once before "
-		   "starting threads)\n",
-		   mod->path, first->name ? first->name : "(unnamed)", n > 1 ? " and others" : "",
-		   threads, n, n > 1 ? "s" : "");
-	return -EAGAIN;
-}
-
 int ftpad_update_sites(void)
 {
-	size_t total = count_sites();
+	struct plan pl;
 	int err;
 
-	err = plan(total);
+	err = plan(&pl);
 	if (!err)
-		err = check_prep();
-	if (err)
-		return err;
-	store_ops(starts_calling);
-	err = switch_sites(goes_up);
-	if (err)
-		return err;
-	store_ops(any_site);
-	err = switch_sites(goes_down);
+		err = write_batch(&pl.up);
+	if (!err && pl.nstore)
+		store_late_ops();
 	if (!err)
-		err = clear_slots();
+		err = write_batch(&pl.down);
+	if (!err && pl.down.unslotted)
+		err = clear_slots(pl.down.unslotted);
 	return err;
 }

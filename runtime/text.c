@@ -322,6 +322,150 @@ int ftpad_text_write(const void *items, size_t n, size_t stride, ftpad_part_fn p
 	return 0;
 }
 
+/*
+ * The writer (struct ftpad_text_writer, internal.h).  A run's code is
+ * copied into run_buf ahead of the spans, a block at a time.
+ */
+#define COPY_AHEAD 4096
+
+struct ftpad_text_run ftpad_text_writer_init(struct ftpad_text_writer *w, bool direct,
+					     void (*written)(void *ctx), void *ctx)
+{
+	*w = (struct ftpad_text_writer){ .direct = direct, .pagem1 = page_size() - 1,
+					 .written = written, .ctx = ctx };
+	if (!direct)
+		return (struct ftpad_text_run){ 0 };
+	/* One run that takes every span, at its own address. */
+	w->pagem1 = UINTPTR_MAX;
+	return (struct ftpad_text_run){ .copied = UINTPTR_MAX };
+}
+
+bool ftpad_text_direct(void)
+{
+	enum method forced = forced_method();
+
+	return forced == M_MPROTECT || (forced == M_UNKNOWN && method == M_MPROTECT);
+}
+
+int ftpad_text_unprotect(uintptr_t lo, uintptr_t hi, int prot, bool writable)
+{
+	uintptr_t page = page_size();
+	int err;
+
+	lo &= ~(page - 1);
+	hi = (hi + page - 1) & ~(page - 1);
+	if (mprotect((void *)lo, hi - lo, writable ? prot | PROT_WRITE : prot) == 0)
+		return 0;
+	err = -errno;
+	if (writable)
+		ftpad_warn("ftpad: error: cannot write code: /proc/self/mem: not tried; mprotect: %s\n",
+			   strerror(-err));
+	else
+		ftpad_warn("ftpad: error: cannot restore the protection of %#lx-%#lx: %s\n",
+			   (unsigned long)lo, (unsigned long)hi, ftpad_strerror(err));
+	return err == -EACCES ? err : -EPERM;
+}
+
+/* The run [lo, hi) through /proc/self/mem, read back. */
+static int commit_procmem(uintptr_t lo, uintptr_t hi)
+{
+	int fd = open_mem(), err;
+
+	if (fd < 0)
+		return fd;
+	err = pwrite_all(fd, run_buf, hi - lo, lo);
+	return err ? err : memcmp((const void *)lo, run_buf, hi - lo) ? -EIO : 0;
+}
+
+/* The run by mprotect of its pages and a copy (the same bytes as through
+ * /proc/self/mem, so just as safe), then the protection back. */
+static int commit_mprotect(uintptr_t lo, uintptr_t hi, int prot)
+{
+	uintptr_t page = page_size(), plo = lo & ~(page - 1), phi = (hi + page - 1) & ~(page - 1);
+	int err;
+
+	if (mprotect((void *)plo, phi - plo, prot | PROT_WRITE) < 0)
+		return -errno;
+	memcpy((void *)lo, run_buf, hi - lo);
+	__builtin___clear_cache((char *)lo, (char *)hi);
+	if (mprotect((void *)plo, phi - plo, prot) == 0)
+		return 0;
+	err = -errno;
+	ftpad_warn("ftpad: error: cannot restore the protection of %#lx-%#lx: %s\n",
+		   (unsigned long)plo, (unsigned long)phi, ftpad_strerror(err));
+	return err;
+}
+
+/* The run, by the method that worked last, as write_run(). */
+static int commit(uintptr_t lo, uintptr_t hi, int prot)
+{
+	enum method forced = forced_method();
+	int err_mem = 0, err = 0;
+
+	if (forced != M_MPROTECT && method != M_MPROTECT) {
+		err_mem = commit_procmem(lo, hi);
+		if (!err_mem) {
+			method = M_PROCMEM;
+			return 0;
+		}
+		if (forced == M_PROCMEM)
+			err = err_mem;
+	}
+	if (!err) {
+		err = commit_mprotect(lo, hi, prot);
+		if (!err) {
+			if (method != M_MPROTECT && err_mem)
+				ftpad_info("ftpad: /proc/self/mem: %s; using mprotect\n",
+					   ftpad_strerror(err_mem));
+			method = M_MPROTECT;
+			return 0;
+		}
+	}
+	ftpad_warn("ftpad: error: cannot write code: /proc/self/mem: %s; mprotect: %s\n",
+		   err_mem ? strerror(-err_mem) : "not tried",
+		   forced == M_PROCMEM ? "not tried" : strerror(-err));
+	return err == -EPERM || err == -EACCES || err == -EIO ? err : -EPERM;
+}
+
+int ftpad_text_flush(struct ftpad_text_writer *w, struct ftpad_text_run r)
+{
+	if (r.hi && !w->err) {
+		if (!w->direct)
+			w->err = commit(w->lo, r.hi, w->prot);
+		if (!w->err && w->written)
+			w->written(w->ctx);
+	}
+	return w->err;
+}
+
+struct ftpad_text_run ftpad_text_span(struct ftpad_text_writer *w, struct ftpad_text_run r,
+				      uintptr_t lo, uintptr_t hi, uintptr_t limit, int prot)
+{
+	uintptr_t to;
+
+	if (w->direct) {
+		/* Any span, at its own address (modules need not be in order). */
+		r.hi = hi;
+		return r;
+	}
+	if (!(lo >= r.hi && lo - r.hi <= w->pagem1 && hi <= w->end)) {
+		/* A new run, once the last one is written. */
+		ftpad_text_flush(w, r);
+		w->lo = lo;
+		w->end = limit - lo > RUN_BYTES ? lo + RUN_BYTES : limit;
+		w->prot = prot;
+		r.copied = lo;
+		r.delta = (intptr_t)run_buf - (intptr_t)lo;
+	}
+	/* The code up to the span's end, and a block more. */
+	to = r.copied + COPY_AHEAD > hi ? r.copied + COPY_AHEAD : hi;
+	to = to < w->end ? to : w->end;
+	memcpy((void *)(r.copied + r.delta), (const void *)r.copied, to - r.copied);
+	r.copied = to;
+	r.hi = hi;
+	return r;
+}
+
 static void poke_part(const void *item, int part, struct ftpad_poke *out)
 {
 	(void)part;

@@ -349,47 +349,221 @@ static int install_sigtrap(void)
 }
 
 /*
- * One step of the protocol: the part of every change the step writes.
- * Every part is mergeable: int3 guards the tail, the first byte is one
- * byte, and no thread reads a slot being written (see patch.c).
+ * The steps of the protocol.  Each writes, for every site of the batch:
+ *  - STEP_INT3: its slot (&site, going up with FTPAD_B_SLOT), and int3;
+ *  - STEP_TAIL: the four bytes behind the int3; STEP_TAIL_SLOTS also puts
+ *    the slot's NOPs back (going down with FTPAD_B_SLOT);
+ *  - STEP_HEAD: the first byte.
+ * A site's span is the same in every step (from its slot, when written,
+ * to the end of the site), so each step makes the same runs.  Every part
+ * may go out in one write with its neighbours: int3 guards the tail, the
+ * first byte is one byte, and no thread reads a slot being written (see
+ * patch.c).
  */
-enum step { STEP_INT3, STEP_TAIL, STEP_HEAD };
+enum step { STEP_INT3, STEP_TAIL, STEP_HEAD, STEP_TAIL_SLOTS };
 
-static void step_part(const void *item, int step, struct ftpad_poke *p)
+/* A step's walk over the sites of a batch; in the last step, the sites
+ * of the run being assembled: [run, at). */
+struct step_walk {
+	struct ftpad_text_writer w;
+	struct ftpad_text_run r;
+	struct ftpad_batch *b;
+	struct ftpad_site *run, *at;
+};
+
+/* The last step's run is in memory: its sites are done. */
+static void run_written(void *ctx)
 {
-	const struct ftpad_change *c = item;
+	struct step_walk *sw = ctx;
 
-	p->limit = c->limit;
-	p->prot = c->prot;
-	switch (step) {
-	case STEP_INT3: /* whatever comes before the site (its slot), and int3 */
-		p->addr = c->site - c->pre_len;
-		memcpy(p->bytes, c->pre, sizeof(c->pre)); /* all of it: a fixed-size copy */
-		p->bytes[c->pre_len] = 0xcc;
-		p->len = c->pre_len + 1;
-		break;
-	case STEP_TAIL: /* the four bytes behind the int3 */
-		p->addr = c->site + 1;
-		memcpy(p->bytes, c->insn + 1, sizeof(nop5) - 1);
-		p->len = sizeof(nop5) - 1;
-		break;
-	default: /* the first byte */
-		p->addr = c->site;
-		p->bytes[0] = c->insn[0];
-		p->len = 1;
-		break;
-	}
+	ftpad_batch_written(sw->b, sw->run, sw->at);
+	sw->run = sw->at;
 }
 
-int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
+/*
+ * One step over the sites of module m in the batch.  Always inlined with a
+ * constant step, so that each step is a loop of its own; the run stays in
+ * local variables, and only a new run calls out.
+ */
+static inline __attribute__((always_inline)) void
+step_module(struct step_walk *sw, struct ftpad_module *m, const enum step step)
 {
-	int err = install_sigtrap();
+	/* Locals, not fields of *sw, which the stores into code may alias. */
+	const uint8_t bit = sw->b->bit;
+	const bool direct = sw->w.direct;
+	const uintptr_t stubs = m->stubs, pagem1 = sw->w.pagem1;
+	struct ftpad_site *const end = ftpad_batch_end(m, bit), *run = ftpad_batch_first(m, bit);
+	struct ftpad_text_run r = sw->r;
+	bool far = false;
 
-	for (int step = STEP_INT3; !err && step <= STEP_HEAD; step++) {
-		err = ftpad_text_write(changes, n, sizeof(*changes), step_part, step, true);
-		if (!err)
-			err = sync_all_cores();
+	for (struct ftpad_site *s = run; s < end; s++) {
+		uintptr_t addr, lo, hi;
+		uint8_t *p, *slot;
+		bool call;
+
+		if (!(s->batch & bit))
+			continue;
+		addr = s->entry + s->site_off;
+		hi = addr + sizeof(nop5);
+		lo = s->batch & FTPAD_B_SLOT ? s->entry - 8 : addr;
+		if (ftpad_text_run_takes(&r, lo, hi, pagem1)) {
+			r.hi = hi;
+		} else {
+			sw->run = run;
+			sw->at = s;
+			r = ftpad_text_span(&sw->w, r, lo, hi, ftpad_module_limit(m, lo),
+					    ftpad_module_prot(m, lo));
+			run = sw->run;
+		}
+		p = (uint8_t *)(addr + r.delta);
+		slot = (uint8_t *)(s->entry - 8 + r.delta);
+		call = s->patching > 0;
+		if (step == STEP_INT3) {
+			if (call && (s->batch & FTPAD_B_SLOT))
+				memcpy(slot, &(uint64_t){ (uintptr_t)s }, 8);
+			p[0] = 0xcc;
+		} else if (step == STEP_HEAD) {
+			p[0] = call ? 0xe8 : nop5[0];
+			/* Stored into the code itself: done, reported a few at a
+			 * time while their cache lines are at hand. */
+			if (direct && s + 1 - run >= 64) {
+				ftpad_batch_written(sw->b, run, s + 1);
+				run = s + 1;
+			}
+		} else if (call) {
+			unsigned int kind = s->kind | (s->target_regs ? KIND_REGS : 0);
+			intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE - hi);
+			int32_t rel32 = (int32_t)rel;
+
+			/* Never: the stub page is within reach of the whole module. */
+			far |= rel != rel32;
+			memcpy(p + 1, &rel32, sizeof(rel32));
+		} else {
+			memcpy(p + 1, nop5 + 1, sizeof(nop5) - 1);
+			if (step == STEP_TAIL_SLOTS && (s->batch & FTPAD_B_SLOT))
+				memcpy(slot, &ftpad_arch_slot_empty, 8);
+		}
 	}
+	if (far && !sw->w.err)
+		sw->w.err = -ERANGE;
+	sw->run = run;
+	sw->at = end;
+	ftpad_text_flush(&sw->w, r);
+	sw->r = r;
+}
+
+static int write_step(struct ftpad_batch *b, enum step step, bool direct)
+{
+	struct step_walk sw = { .b = b };
+
+	sw.r = ftpad_text_writer_init(&sw.w, direct, step == STEP_HEAD ? run_written : NULL, &sw);
+	for (struct ftpad_module *m = ftpad_modules(); m && !sw.w.err; m = m->next) {
+		if (!ftpad_batch_first(m, b->bit))
+			continue;
+		switch (step) {
+		case STEP_INT3:
+			step_module(&sw, m, STEP_INT3);
+			break;
+		case STEP_TAIL:
+			step_module(&sw, m, STEP_TAIL);
+			break;
+		case STEP_TAIL_SLOTS:
+			step_module(&sw, m, STEP_TAIL_SLOTS);
+			break;
+		default:
+			step_module(&sw, m, STEP_HEAD);
+		}
+	}
+	return sw.w.err;
+}
+
+/* The code a module's sites in batch b may write: from the first one's
+ * slot to the last one's end. */
+static void batch_range(const struct ftpad_module *m, const struct ftpad_batch *b, uintptr_t *lo,
+			uintptr_t *hi)
+{
+	const struct ftpad_site *first = ftpad_batch_first(m, b->bit);
+
+	*lo = first->entry - (first->state & FTPAD_S_SLOT ? 8 : 0);
+	*hi = ftpad_site_addr(ftpad_batch_end(m, b->bit) - 1) + sizeof(nop5);
+}
+
+/*
+ * When code is written by mprotect: the range of every module's sites in
+ * the batch writable (writable), or back to its protection.  Returns
+ * whether that was done, with *err; false without an error when a range
+ * crosses into another segment (then the batch goes run by run).
+ */
+static bool protect_batch(const struct ftpad_batch *b, bool writable, int *err)
+{
+	for (const struct ftpad_module *m = ftpad_modules(); m; m = m->next) {
+		uintptr_t lo, hi;
+
+		if (!ftpad_batch_first(m, b->bit))
+			continue;
+		batch_range(m, b, &lo, &hi);
+		if (writable && hi > ftpad_module_limit(m, lo))
+			return false;
+	}
+	*err = 0;
+	for (const struct ftpad_module *m = ftpad_modules(); m; m = m->next) {
+		uintptr_t lo, hi;
+		int e;
+
+		if (!ftpad_batch_first(m, b->bit))
+			continue;
+		batch_range(m, b, &lo, &hi);
+		e = ftpad_text_unprotect(lo, hi, ftpad_module_prot(m, lo), writable);
+		*err = *err ? *err : e;
+		if (e && writable) {
+			/* Undo those before; the caller reports the error. */
+			for (const struct ftpad_module *u = ftpad_modules(); u != m; u = u->next) {
+				if (!ftpad_batch_first(u, b->bit))
+					continue;
+				batch_range(u, b, &lo, &hi);
+				ftpad_text_unprotect(lo, hi, ftpad_module_prot(u, lo), false);
+			}
+			return true;
+		}
+	}
+	return true;
+}
+
+/*
+ * The int3 protocol over batch b.  When code is written by mprotect, each
+ * module's range is made writable once for the three steps.  With sites
+ * going back to their NOPs whose slots are to be cleared, the slots go
+ * back to their NOPs in the tail step: after the int3 step's sync no
+ * thread sees those sites call, and a grace period then
+ * (ftpad_sites_quiesce(), which does not wait for long) lets the last
+ * readers of their slots finish.  That saves a fourth pass over the code.
+ */
+int ftpad_arch_batch_write(struct ftpad_batch *b)
+{
+	enum step tail = STEP_TAIL;
+	int err = install_sigtrap(), end = 0;
+	bool direct = false;
+
+	if (!err && ftpad_text_direct())
+		direct = protect_batch(b, true, &err);
+	if (!err)
+		err = write_step(b, STEP_INT3, direct);
+	if (!err)
+		err = sync_all_cores();
+	if (!err && b->slots && ftpad_sites_quiesce()) {
+		b->slots_cleared = true;
+		tail = STEP_TAIL_SLOTS;
+	}
+	if (!err)
+		err = write_step(b, tail, direct);
+	if (!err)
+		err = sync_all_cores();
+	if (!err)
+		err = write_step(b, STEP_HEAD, direct);
+	if (direct)
+		protect_batch(b, false, &end);
+	if (!err)
+		err = end ? end : sync_all_cores();
 	return err;
 }
 

@@ -11,6 +11,9 @@
  *   textwrite deny-both     seccomp also refuses mprotect with PROT_WRITE:
  *                           registering must fail, the code untouched
  *   textwrite toggle        register and unregister once (for strace)
+ *   textwrite toggle-busy   the same, while another thread is inside a
+ *                           callback that sleeps: the slots cannot go back
+ *                           with the other bytes, only after it returns
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "ftpad.h"
@@ -123,6 +127,48 @@ static int try_tracing(void)
 	return 0;
 }
 
+static volatile int inside;
+
+static void sleepy(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+		   struct ftpad_regs *regs)
+{
+	(void)ip, (void)parent_ip, (void)ops, (void)regs;
+	inside = 1;
+	usleep(300 * 1000);
+}
+
+static void *call_one(void *arg)
+{
+	(void)arg;
+	funcs[0](1);
+	return NULL;
+}
+
+/* Unregister while another thread sleeps in the callback; every pad must
+ * be as before once it is back. */
+static int toggle_busy(void)
+{
+	static struct ftpad_ops slow = { .func = sleepy };
+	unsigned char before[NFUNCS][16];
+	pthread_t t;
+	int err;
+
+	for (size_t i = 0; i < NFUNCS; i++)
+		memcpy(before[i], (const char *)funcs[i] - 8, 16);
+	ftpad_set_filter(&slow, "tw_*", 1);
+	printf("register=%d\n", ftpad_register_ops(&slow));
+	pthread_create(&t, NULL, call_one, NULL);
+	while (!inside)
+		usleep(1000);
+	err = ftpad_unregister_ops(&slow);
+	pthread_join(t, NULL);
+	printf("unregister=%d\n", err);
+	for (size_t i = 0; i < NFUNCS; i++)
+		if (memcmp(before[i], (const char *)funcs[i] - 8, 16))
+			printf("FAIL %zu: pad changed\n", i);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -143,8 +189,11 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "toggle")) {
 		printf("register=%d\n", ftpad_register_ops(&ops));
 		printf("unregister=%d\n", ftpad_unregister_ops(&ops));
+	} else if (!strcmp(mode, "toggle-busy")) {
+		return toggle_busy();
 	} else {
-		fprintf(stderr, "usage: textwrite idle|trace|deny-procmem|deny-both|toggle\n");
+		fprintf(stderr, "usage: textwrite idle|trace|deny-procmem|deny-both|toggle|"
+			"toggle-busy\n");
 		return 2;
 	}
 	return 0;
