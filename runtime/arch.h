@@ -51,7 +51,9 @@ int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool re
  * For a site with FTPAD_S_PREP: the one-time write (ftpad_arch_site_len
  * bytes at *addr, right before the site) that must be in place before the
  * site may call: aarch64's `mov x9, x30` into the first NOP of a NOP NOP
- * pad.  Only ever written while the process is single-threaded.
+ * pad.  The arch's ftpad_arch_sites_write() makes that write safe while
+ * other threads run (aarch64: with them stopped, quiesce.c, when the
+ * program allows it; else only while single-threaded).
  */
 void ftpad_arch_site_prep(const struct ftpad_site *site, uintptr_t *addr,
 			  uint8_t *buf) FTPAD_HIDDEN;

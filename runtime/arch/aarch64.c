@@ -17,19 +17,27 @@
  * (what -fpatchable-function-entry=2 or =4,2 and the clang pass give):
  * the runtime writes the MOV into the first NOP once, before the site is
  * first enabled, and keeps it; from then on the site toggles like the
- * user layout.  MOV is not in the permitted list, and a thread that ran
- * the first NOP and stopped before the second would run the BL without
- * x9 set, so that one write is made only while the process is
- * single-threaded (patch.c).
+ * user layout.  Two things stand in the way of that first write while
+ * other threads run: MOV is not in the permitted list (a thread executing
+ * the word while it changes may do anything), and a thread that ran the
+ * first NOP and sits at the second would run the BL without x9 set.  So
+ * a batch with such MOVs is written while the process is single-threaded,
+ * or, when the program allows it (FTPAD_STOP_THREADS=1), with every other
+ * thread stopped in a signal handler (quiesce.c), MOVs first, then the BLs, and each stopped
+ * thread that sits at the second instruction of one of those pads gets
+ * x9 = x30, what the MOV would have given it, before it goes on.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "../arch.h"
+#include "../quiesce.h"
 
 _Static_assert(offsetof(struct ftpad_regs, pt.sp) == 248, "trampoline_aarch64.S R_SP");
 _Static_assert(offsetof(struct ftpad_regs, pt.pc) == 256, "trampoline_aarch64.S R_PC");
@@ -317,21 +325,203 @@ static int write_synced(const struct ftpad_change *changes, size_t n, enum part 
 }
 
 /*
+ * Set once a MOV was written but a thread that blocks the stop signal was
+ * not seen asleep again afterwards (ftpad_threads_confirm() failed): such
+ * a site is not FTPAD_S_PREPARED, and although its MOV is in memory the
+ * next enabling must stop the threads again.
+ */
+static bool unconfirmed;
+
+/* Whether change c writes the MOV of a NOP NOP pad (not yet known safe). */
+static bool writes_mov(const struct ftpad_change *c)
+{
+	const struct ftpad_site *s;
+	uint32_t last;
+
+	if (c->pre_len < 4)
+		return false;
+	memcpy(&last, c->pre + c->pre_len - 4, sizeof(last));
+	if (last != INSN_MOV_X9_X30)
+		return false;
+	if (insn_at(c->site - 4) == INSN_NOP)
+		return true;
+	if (!unconfirmed)
+		return false; /* the compiler's MOV, or one written before */
+	s = ftpad_site_by_addr(c->site);
+	return s && (s->state & FTPAD_S_PREP) && !(s->state & FTPAD_S_PREPARED);
+}
+
+/*
+ * In each thread stopped while the MOVs were written (quiesce.c, signal
+ * context): a thread that ran the old first NOP and stands at the second
+ * instruction gets what the MOV would have given it.  x9 is dead at a
+ * function's entry (a scratch register), so this changes nothing else.
+ */
+static bool fix_x9(void *ctx, const uintptr_t *sites, size_t n)
+{
+	ucontext_t *uc = ctx;
+
+	if (!ftpad_sorted_has(sites, n, uc->uc_mcontext.pc))
+		return false;
+#ifndef FTPAD_TEST_NO_X9_FIXUP /* the control of tests/test_runtime_aarch64.py */
+	uc->uc_mcontext.regs[9] = uc->uc_mcontext.regs[30];
+#endif
+	return true;
+}
+
+static int cmp_addr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Whatever logs or sets itself up on its first use does so now, not while
+ * threads are stopped that may hold stdio's lock: the qemu probe, the
+ * membarrier registration, and the choice of a write method (c's word
+ * before the site, rewritten as it is).
+ */
+static int settle_writer(const struct ftpad_change *c)
+{
+	struct ftpad_poke p = { .addr = c->site - 4, .limit = c->limit, .prot = c->prot, .len = 4 };
+	int err;
+
+	procmem_reaches_code();
+	memcpy(p.bytes, (const void *)p.addr, 4);
+	err = ftpad_text_poke(&p, 1, false);
+	return err ? err : ftpad_text_sync_cores();
+}
+
+static void report_stop_failure(uintptr_t site, size_t n, const struct ftpad_stop_failure *why,
+				bool written)
+{
+	const struct ftpad_site *s = ftpad_site_by_addr(site);
+	const struct ftpad_module *mod = ftpad_module_of(site);
+	char what[160];
+
+	if (why->refused) {
+		ftpad_warn("%s: error: ftpad: %s%s: a kernel-ABI pad (NOP NOP, no mov x9, x30 from "
+			   "the compiler): its MOV can only be written while the process is "
+			   "single-threaded, and %d threads run; %zu such function%s not patched "
+			   "(enable them once before starting threads, or set FTPAD_STOP_THREADS=1 to "
+			   "let libftpad stop the threads with signal %d while it writes them)\n",
+			   mod ? mod->path : "?", s && s->name ? s->name : "(unnamed)",
+			   n > 1 ? " and others" : "", why->refused, n, n > 1 ? "s" : "",
+			   FTPAD_STOP_SIGNAL);
+		return;
+	}
+	if (why->too_many)
+		snprintf(what, sizeof(what), "threads were started faster than they could be stopped");
+	else if (why->at_pc)
+		snprintf(what, sizeof(what), "thread %d sleeps in the kernel right between the two "
+			 "NOPs of one of them", why->tid);
+	else if (written)
+		snprintf(what, sizeof(what), "thread %d, which blocks the signal, ran while they were "
+			 "written and was not seen asleep again", why->tid);
+	else
+		snprintf(what, sizeof(what), "thread %d did not stop within %d ms (%s)", why->tid,
+			 FTPAD_STOP_TIMEOUT_MS, why->blocks ? "it blocks the signal" :
+			 "it did not take the signal: blocked, or not scheduled");
+	ftpad_warn("%s: error: ftpad: %s%s: a kernel-ABI pad (NOP NOP, no mov x9, x30 from the "
+		   "compiler): its MOV is written while every other thread is stopped by signal %d, "
+		   "and %s; %zu such function%s not patched\n",
+		   mod ? mod->path : "?", s && s->name ? s->name : "(unnamed)", n > 1 ? " and others" : "",
+		   FTPAD_STOP_SIGNAL, what, n, n > 1 ? "s" : "");
+}
+
+/* The slot part of a change that writes one (its pre starts 8 bytes
+ * before the entry then), back to its NOPs. */
+static void slot_of(const void *item, int part, struct ftpad_poke *p)
+{
+	const struct ftpad_change *c = item;
+
+	(void)part;
+	p->limit = c->limit;
+	p->prot = c->prot;
+	p->addr = c->site - c->pre_len;
+	p->len = c->pre_len >= 12 ? 8 : 0; /* slot, [bti c,] MOV */
+	memcpy(p->bytes, &ftpad_arch_slot_empty, 8);
+}
+
+/*
+ * A batch in which nmov changes write a MOV: with every other thread
+ * stopped, the PRE part (slots and MOVs), then, once the threads that
+ * were only seen asleep are seen asleep again away from those pads, the
+ * sites.  The threads go on after the BLs are written, each one that
+ * stood right behind the first NOP of one of those pads with x9 set.
+ * Nothing is logged while they are stopped.
+ */
+static int write_stopped(const struct ftpad_change *changes, size_t n, size_t nmov)
+{
+	uintptr_t *sites = ftpad_alloc(nmov * sizeof(*sites));
+	struct ftpad_stop_failure why;
+	unsigned long fixed;
+	size_t k = 0, first = 0;
+	bool refused = false;
+	int err;
+
+	if (!sites)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!writes_mov(&changes[i]))
+			continue;
+		if (!k)
+			first = i;
+		sites[k++] = changes[i].site;
+	}
+	ftpad_sort(sites, k, sizeof(*sites), cmp_addr);
+	err = settle_writer(&changes[first]);
+	if (!err)
+		err = ftpad_threads_stop(sites, k, fix_x9, &why);
+	if (err) {
+		if (err == -EAGAIN)
+			report_stop_failure(changes[first].site, k, &why, false);
+		goto out;
+	}
+	err = write_synced(changes, n, PART_PRE);
+	if (!err && (err = ftpad_threads_confirm(&why))) {
+		/* No site calls: the slots may go back to their NOPs.  The
+		 * MOVs stay (harmless); the next enabling stops the threads
+		 * again for them. */
+		refused = unconfirmed = true;
+		ftpad_text_write(changes, n, sizeof(*changes), slot_of, 0, true);
+	}
+	if (!err)
+		err = write_synced(changes, n, PART_SITE);
+	fixed = ftpad_threads_release();
+	if (refused)
+		report_stop_failure(changes[first].site, k, &why, true);
+	ftpad_debug("ftpad: %zu kernel-ABI pad MOV%s written with the other threads stopped; "
+		    "%lu thread%s stood between the two NOPs: x9 set\n", k, k > 1 ? "s" : "", fixed,
+		    fixed == 1 ? "" : "s");
+out:
+	ftpad_free(sites);
+	return err;
+}
+
+/*
  * First what comes before the sites (their slots, the MOV of a kernel-ABI
  * pad), then one aligned word per site, NOP <-> BL: both are in the
  * architecture's list of instructions another thread may run while they
  * change, so no trap protocol is needed: a thread runs the old or the new
- * one.  Code written by plain stores (the mprotect way) reaches the
- * instruction side through text.c's cache maintenance; /proc/self/mem
- * writes get it from the kernel, except under qemu-user.
+ * one.  A batch that writes MOVs is written with the other threads
+ * stopped (write_stopped()).  Code written by plain stores
+ * (the mprotect way) reaches the instruction side through text.c's cache
+ * maintenance; /proc/self/mem writes get it from the kernel, except under
+ * qemu-user.
  */
 int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
 {
-	bool pre = false;
+	size_t pre = 0, movs = 0;
 	int err = 0;
 
-	for (size_t i = 0; i < n && !pre; i++)
-		pre = changes[i].pre_len != 0;
+	for (size_t i = 0; i < n; i++) {
+		pre += changes[i].pre_len != 0;
+		movs += writes_mov(&changes[i]);
+	}
+	if (movs)
+		return write_stopped(changes, n, movs);
 	if (pre)
 		err = write_synced(changes, n, PART_PRE);
 	return err ? err : write_synced(changes, n, PART_SITE);

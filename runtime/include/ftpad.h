@@ -150,10 +150,13 @@ struct ftpad_pt_regs {
  * callback; -ENOMEM; -EPERM or -EACCES when the text cannot be written
  * (see ftpad_strerror()); -ERANGE when no trampoline stub can be mapped
  * within reach of a module's text; -EAGAIN when a selected function has a
- * kernel-ABI pad (aarch64 NOP NOP) not yet prepared and the process runs
- * more than one thread (its `mov x9, x30` can only be written while the
- * process is single-threaded).  On error nothing is left registered and
- * the text is as before.
+ * kernel-ABI pad (aarch64 NOP NOP) not yet prepared and other threads
+ * run: its `mov x9, x30` is written only while the process is
+ * single-threaded, or, with FTPAD_STOP_THREADS=1 in the environment, with
+ * every other thread stopped by SIGRTMAX - 4, and one could not be
+ * stopped (it blocks that signal; see docs/runtime.md).  On error
+ * nothing is left registered and the text is as before (such MOVs
+ * excepted, which are harmless).
  */
 FTPAD_API int ftpad_register_ops(struct ftpad_ops *ops);
 

@@ -14,10 +14,13 @@
 #define FLAG_MOV_X9 4
 #define FLAG_KERNEL 8
 
-/* PAD name, bti, slot, mov, kernel: a padded entry and its record. */
-	.macro PAD name, bti=0, slot=1, mov=1, kernel=0
+/* PAD name, bti, slot, mov, kernel: a padded entry and its record
+ * (align=0: where the code is, not 8-aligned, for slot=0 only). */
+	.macro PAD name, bti=0, slot=1, mov=1, kernel=0, align=1
 	.text
+	.if \align
 	.p2align 3
+	.endif
 	.if \slot
 .L\name\()_slot:
 	nop
@@ -118,6 +121,96 @@
 	ldp x29, x30, [sp], #16
 	ret
 	END kcalls
+
+/*
+ * long kf0(long x) .. kf63(long x): x + n, 64 NOP NOP pads with an ops
+ * slot, for the stress test that writes their MOVs while threads run
+ * them, a few at a time; kf_table holds their addresses in order.
+ */
+	.macro KF n
+	PAD kf\n, mov=0, kernel=1
+	add x0, x0, #\n
+	ret
+	END kf\n
+	.endm
+
+	.irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+	KF \n
+	.endr
+	.irp n, 32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63
+	KF \n
+	.endr
+
+	.section .data.rel.ro, "aw"
+	.p2align 3
+	.globl kf_table
+	.type kf_table, %object
+kf_table:
+	.irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+	.quad kf\n
+	.endr
+	.irp n, 32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63
+	.quad kf\n
+	.endr
+	.size kf_table, . - kf_table
+
+/*
+ * long kpage(long x): x + 2, a NOP NOP pad (no slot) whose first NOP is the
+ * last word of a page and whose site is the first word of the next, and
+ * kpage_spin, 500 adds to x10 that fall through into it.  qemu-user
+ * translates at most 512 instructions into one block, never across a page,
+ * and takes signals only where a block starts: a thread looping over
+ * kpage_spin spends nearly all its time in the block that ends with
+ * kpage's first NOP, so a signal almost always finds it at kpage's site,
+ * right between the two NOPs (tests/test_runtime_aarch64.py, "between").
+ */
+	.text
+	.p2align 12
+	.skip 4096 - 4 - 500 * 4
+	.globl kpage_spin
+	.type kpage_spin, %function
+kpage_spin:
+	.rept 500
+	add x10, x10, #1
+	.endr
+	.size kpage_spin, . - kpage_spin
+	PAD kpage, slot=0, mov=0, kernel=1, align=0
+	add x0, x0, #2
+	ret
+	END kpage
+
+/*
+ * void spin_victim(volatile int *stop, volatile long *result): x9 =
+ * 0x5a5a5a5a5a5a5a5a, then until *stop: *result = kpage_spin(40), that
+ * is kpage(40).  Nothing here or in kpage writes x9, so a thread caught
+ * between kpage's NOPs holds the poison in x9 unless something sets it;
+ * spin_victim_ret is the return address kpage's callers have.
+ */
+	.text
+	.p2align 2
+	.globl spin_victim
+	.type spin_victim, %function
+spin_victim:
+	stp x29, x30, [sp, #-32]!
+	mov x29, sp
+	stp x19, x20, [sp, #16]
+	mov x19, x0
+	mov x20, x1
+	movz x9, #0x5a5a
+	movk x9, #0x5a5a, lsl #16
+	movk x9, #0x5a5a, lsl #32
+	movk x9, #0x5a5a, lsl #48
+1:	mov x0, #40
+	bl kpage_spin
+	.globl spin_victim_ret
+spin_victim_ret:
+	str x0, [x20]
+	ldr w1, [x19]
+	cbz w1, 1b
+	ldp x19, x20, [sp, #16]
+	ldp x29, x30, [sp], #32
+	ret
+	.size spin_victim, . - spin_victim
 
 /* long regs_probe(void): the carry flag at its entry, 0 or 1 */
 	PAD regs_probe
