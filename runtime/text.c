@@ -209,26 +209,27 @@ static int run_mprotect(const struct writer *w, size_t i, size_t j, uintptr_t lo
 }
 
 /*
- * The run through the method that worked last: /proc/self/mem first, and
- * mprotect when that is refused (a run is idempotent, so a failed one is
- * simply written again).  Both refused: say why, and fail.
+ * Write code the way that worked last: /proc/self/mem first, and mprotect
+ * when that is refused (a write is idempotent, so a failed one is simply
+ * made again).  Both refused: say why, and fail.  via_procmem and
+ * via_mprotect make the same write (ctx) each way.
  */
-static int write_run(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi,
-		     int prot)
+static int write_either_way(enum method forced, int (*via_procmem)(const void *ctx),
+			    int (*via_mprotect)(const void *ctx), const void *ctx)
 {
 	int err_mem = 0, err = 0;
 
-	if (w->forced != M_MPROTECT && method != M_MPROTECT) {
-		err_mem = run_procmem(w, i, j, lo, hi);
+	if (forced != M_MPROTECT && method != M_MPROTECT) {
+		err_mem = via_procmem(ctx);
 		if (!err_mem) {
 			method = M_PROCMEM;
 			return 0;
 		}
-		if (w->forced == M_PROCMEM)
+		if (forced == M_PROCMEM)
 			err = err_mem;
 	}
 	if (!err) {
-		err = run_mprotect(w, i, j, lo, hi, prot);
+		err = via_mprotect(ctx);
 		if (!err) {
 			if (method != M_MPROTECT && err_mem)
 				ftpad_info("ftpad: /proc/self/mem: %s; using mprotect\n",
@@ -239,8 +240,38 @@ static int write_run(const struct writer *w, size_t i, size_t j, uintptr_t lo, u
 	}
 	ftpad_warn("ftpad: error: cannot write code: /proc/self/mem: %s; mprotect: %s\n",
 		   err_mem ? strerror(-err_mem) : "not tried",
-		   w->forced == M_PROCMEM ? "not tried" : strerror(-err));
+		   forced == M_PROCMEM ? "not tried" : strerror(-err));
 	return err == -EPERM || err == -EACCES || err == -EIO ? err : -EPERM;
+}
+
+/* One run of a writer: its items [i, j), the code [lo, hi). */
+struct run_args {
+	const struct writer *w;
+	size_t i, j;
+	uintptr_t lo, hi;
+	int prot;
+};
+
+static int run_via_procmem(const void *ctx)
+{
+	const struct run_args *a = ctx;
+
+	return run_procmem(a->w, a->i, a->j, a->lo, a->hi);
+}
+
+static int run_via_mprotect(const void *ctx)
+{
+	const struct run_args *a = ctx;
+
+	return run_mprotect(a->w, a->i, a->j, a->lo, a->hi, a->prot);
+}
+
+static int write_run(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi,
+		     int prot)
+{
+	struct run_args a = { w, i, j, lo, hi, prot };
+
+	return write_either_way(w->forced, run_via_procmem, run_via_mprotect, &a);
 }
 
 /*
@@ -396,35 +427,32 @@ static int commit_mprotect(uintptr_t lo, uintptr_t hi, int prot)
 	return err;
 }
 
+/* The writer's run [lo, hi) from run_buf. */
+struct commit_args {
+	uintptr_t lo, hi;
+	int prot;
+};
+
+static int commit_via_procmem(const void *ctx)
+{
+	const struct commit_args *a = ctx;
+
+	return commit_procmem(a->lo, a->hi);
+}
+
+static int commit_via_mprotect(const void *ctx)
+{
+	const struct commit_args *a = ctx;
+
+	return commit_mprotect(a->lo, a->hi, a->prot);
+}
+
 /* The run, by the method that worked last, as write_run(). */
 static int commit(uintptr_t lo, uintptr_t hi, int prot)
 {
-	enum method forced = forced_method();
-	int err_mem = 0, err = 0;
+	struct commit_args a = { lo, hi, prot };
 
-	if (forced != M_MPROTECT && method != M_MPROTECT) {
-		err_mem = commit_procmem(lo, hi);
-		if (!err_mem) {
-			method = M_PROCMEM;
-			return 0;
-		}
-		if (forced == M_PROCMEM)
-			err = err_mem;
-	}
-	if (!err) {
-		err = commit_mprotect(lo, hi, prot);
-		if (!err) {
-			if (method != M_MPROTECT && err_mem)
-				ftpad_info("ftpad: /proc/self/mem: %s; using mprotect\n",
-					   ftpad_strerror(err_mem));
-			method = M_MPROTECT;
-			return 0;
-		}
-	}
-	ftpad_warn("ftpad: error: cannot write code: /proc/self/mem: %s; mprotect: %s\n",
-		   err_mem ? strerror(-err_mem) : "not tried",
-		   forced == M_PROCMEM ? "not tried" : strerror(-err));
-	return err == -EPERM || err == -EACCES || err == -EIO ? err : -EPERM;
+	return write_either_way(forced_method(), commit_via_procmem, commit_via_mprotect, &a);
 }
 
 int ftpad_text_flush(struct ftpad_text_writer *w, struct ftpad_text_run r)

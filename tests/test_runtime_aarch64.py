@@ -358,6 +358,18 @@ STOP_SIGNAL = 64 - 4  # SIGRTMAX - 4 (runtime/quiesce.h)
 STOP = {"FTPAD_STOP_THREADS": "1"}
 
 
+def assert_pads_as_linked(exe, stdout):
+    """The four pads rt_pads dumps after a refused register are the bytes
+    the linker wrote: nothing was patched."""
+    refused = re.findall(r"^pad refused (0x[0-9a-f]+) (.+)$", stdout, re.M)
+    assert len(refused) == 4
+    with Image(exe) as image:
+        for entry, words in refused:
+            entry = int(entry, 16)
+            assert [int(w, 16) for w in words.split()] == \
+                list(struct.unpack("<6I", image.read(entry - 8, 24)))
+
+
 def test_kernel_layout_refused_while_threads_run(rt_pads):
     """Issue 4: without the program's leave (FTPAD_STOP_THREADS unset) the
     MOV is written only while the process is single-threaded.  With a
@@ -373,13 +385,7 @@ def test_kernel_layout_refused_while_threads_run(rt_pads):
                      rf"single-threaded, and \d+ threads run; {K_STAR} such functions not patched "
                      r"\(enable them once before starting threads, or set FTPAD_STOP_THREADS=1 ",
                      p.stderr), p.stderr
-    refused = re.findall(r"^pad refused (0x[0-9a-f]+) (.+)$", p.stdout, re.M)
-    assert len(refused) == 4
-    with Image(rt_pads) as image:
-        for entry, words in refused:
-            entry = int(entry, 16)
-            assert [int(w, 16) for w in words.split()] == \
-                list(struct.unpack("<6I", image.read(entry - 8, 24)))
+    assert_pads_as_linked(rt_pads, p.stdout)
 
 
 def test_kernel_layout_enabled_while_a_thread_waits(rt_pads):
@@ -421,13 +427,7 @@ def test_kernel_layout_refused_while_a_thread_blocks_signals(rt_pads):
                      rf"stopped by signal {STOP_SIGNAL}, and thread \d+ did not stop within 2000 ms "
                      r"\((it blocks the signal|it did not take the signal: blocked, or not scheduled)\); "
                      rf"{K_STAR} such functions not patched", p.stderr), p.stderr
-    refused = re.findall(r"^pad refused (0x[0-9a-f]+) (.+)$", p.stdout, re.M)
-    assert len(refused) == 4
-    with Image(rt_pads) as image:
-        for entry, words in refused:
-            entry = int(entry, 16)
-            assert [int(w, 16) for w in words.split()] == \
-                list(struct.unpack("<6I", image.read(entry - 8, 24)))
+    assert_pads_as_linked(rt_pads, p.stdout)
 
 
 @pytest.mark.parametrize("mode", ["translated", "singlestep"])
