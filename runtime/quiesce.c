@@ -465,6 +465,22 @@ bool ftpad_threads_may_stop(void)
 	return env && !strcmp(env, "1");
 }
 
+int ftpad_threads_check(struct ftpad_stop_failure *why)
+{
+	long threads;
+
+	memset(why, 0, sizeof(*why));
+	/* glibc knows no thread was ever started (under qemu-user, whose own
+	 * thread shows in /proc, this is the only sure sign). */
+	if (__libc_single_threaded || ftpad_threads_may_stop())
+		return 0;
+	threads = for_each_task(&the_stop, NULL);
+	if (threads <= 0)
+		return threads < 0 ? (int)threads : 0;
+	why->refused = (int)threads + 1;
+	return -EAGAIN;
+}
+
 static int fail(struct ftpad_stop_failure *why)
 {
 	why->blocks = why->tid > 0 && blocks_signal(why->tid);
@@ -488,10 +504,8 @@ int ftpad_threads_stop(const uintptr_t *pcs, size_t n, ftpad_fixup_fn fix,
 	threads = for_each_task(s, NULL);
 	if (threads <= 0)
 		return threads < 0 ? (int)threads : 0;
-	if (!ftpad_threads_may_stop()) {
-		why->refused = (int)threads + 1;
-		return -EAGAIN;
-	}
+	if (!ftpad_threads_may_stop())
+		return ftpad_threads_check(why);
 	err = reserve(s, threads);
 	if (!err)
 		err = install_handler();

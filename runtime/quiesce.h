@@ -52,6 +52,13 @@ struct ftpad_stop_failure {
 bool ftpad_threads_may_stop(void) FTPAD_HIDDEN;
 
 /*
+ * 0 when the caller may go on to ftpad_threads_stop(): no other thread
+ * runs, or stopping them is allowed; else -EAGAIN with why->refused (the
+ * thread count), before anything was set up or written.
+ */
+int ftpad_threads_check(struct ftpad_stop_failure *why) FTPAD_HIDDEN;
+
+/*
  * Stop every other thread: each one either waits in libftpad's handler of
  * FTPAD_STOP_SIGNAL, or was seen, through /proc/self/task/<tid>/syscall,
  * asleep in the kernel with its user pc not in pcs (sorted, n of them).

@@ -471,7 +471,10 @@ static int write_stopped(const struct ftpad_change *changes, size_t n, size_t nm
 		sites[k++] = changes[i].site;
 	}
 	ftpad_sort(sites, k, sizeof(*sites), cmp_addr);
-	err = settle_writer(&changes[first]);
+	/* Refused before settle_writer() rewrites a word: nothing is written. */
+	err = ftpad_threads_check(&why);
+	if (!err)
+		err = settle_writer(&changes[first]);
 	if (!err)
 		err = ftpad_threads_stop(sites, k, fix_x9, &why);
 	if (err) {
