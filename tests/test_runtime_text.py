@@ -71,6 +71,35 @@ def test_clear_error_when_code_cannot_be_written(textwrite):
                      r"permitted; mprotect: Operation not permitted", p.stderr), p.stderr
 
 
+def protocol_sequence(stderr):
+    """The pwrite64 and membarrier calls of `strace -f` output as letters:
+    w a write, r membarrier's registration, s a SYNC_CORE.  A call that
+    another thread's exit interrupts in the output (`<unfinished ...>`,
+    then `<... pwrite64 resumed>) = N`) is joined back first; every call
+    must have succeeded."""
+    calls, pending = [], {}
+    for line in stderr.splitlines():
+        # Keyed by the call, not the [pid N] prefix, which strace drops
+        # from the resumed line once the other thread is gone; only the
+        # thread that patches makes these calls.
+        body = re.sub(r"^\[pid +\d+\] ", "", line)
+        unfinished = re.match(r"(pwrite64|membarrier)\(.* <unfinished \.\.\.>$", body)
+        if unfinished:
+            pending[unfinished.group(1)] = body[:-len(" <unfinished ...>")]
+            continue
+        resumed = re.match(r"<\.\.\. (pwrite64|membarrier) resumed>(.*)", body)
+        if resumed:
+            body = pending.pop(resumed.group(1)) + resumed.group(2)
+        m = re.match(r"(pwrite64|membarrier)\((.*)\) += (-?\d+)", body)
+        if m:
+            assert int(m.group(3)) >= 0, line
+            calls.append((m.group(1), m.group(2)))
+    assert not pending, pending
+    return "".join("w" if c == "pwrite64" else
+                   "r" if "REGISTER_PRIVATE_EXPEDITED_SYNC_CORE" in a else
+                   "s" if "PRIVATE_EXPEDITED_SYNC_CORE" in a else "?" for c, a in calls)
+
+
 def test_int3_protocol_batched_with_membarrier(textwrite):
     """strace shows the protocol: after the stub page, registering is three
     rounds of writes (int3 with the ops slots; the other four bytes; the
@@ -83,16 +112,8 @@ def test_int3_protocol_batched_with_membarrier(textwrite):
     p = run(["strace", "-f", "-e", "trace=pwrite64,membarrier", "-e", "signal=none",
              textwrite / "textwrite", "toggle"])
     assert p.stdout == "register=0\nunregister=0\n"
-    calls = []
-    for line in p.stderr.splitlines():
-        m = re.match(r"(?:\[pid +\d+\] )?(pwrite64|membarrier)\((.*)\) += (-?\d+)", line)
-        if m:
-            calls.append((m.group(1), m.group(2)))
-    kinds = ["w" if c == "pwrite64" else
-             "r" if "REGISTER_PRIVATE_EXPEDITED_SYNC_CORE" in a else
-             "s" if "PRIVATE_EXPEDITED_SYNC_CORE" in a else "?" for c, a in calls]
     # The 64 functions fill 2 or 3 pages: each round writes each once.
-    seq = "".join(kinds)
+    seq = protocol_sequence(p.stderr)
     # The stub page is one write; membarrier registers at the first sync.
     m = re.fullmatch(r"w(w+)rs(w+)s(w+)s(w+)ss(w+)s(w+)s", seq)
     assert m, seq
@@ -108,10 +129,7 @@ def test_slots_wait_for_a_callback_still_running(textwrite):
     p = run(["strace", "-f", "-e", "trace=pwrite64,membarrier", "-e", "signal=none",
              textwrite / "textwrite", "toggle-busy"])
     assert p.stdout == "register=0\nunregister=0\n", p.stdout
-    kinds = ["w" if m.group(1) == "pwrite64" else "r" if "REGISTER" in m.group(2) else "s"
-             for m in re.finditer(r"^(?:\[pid +\d+\] )?(pwrite64|membarrier)\((.*)\) += \d+$",
-                                  p.stderr, re.M)]
-    seq = "".join(kinds)
+    seq = protocol_sequence(p.stderr)
     m = re.fullmatch(r"w(w+)rs(w+)s(w+)s(w+)ss(w+)s(w+)ss(w+)", seq)
     assert m, seq
     assert len(set(len(g) for g in m.groups()[:6])) == 1 and len(m.group(7)) <= len(m.group(1))
