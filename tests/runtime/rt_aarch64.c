@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "ftpad.h"
+#include "rt_common.h"
 
 /* noipa: callers assume nothing, so no call is merged or dropped. */
 #define NOINLINE __attribute__((noipa))
@@ -84,14 +85,6 @@ NOINLINE long f_caller(long x)
 	return f_add(x, 1) + 1;
 }
 
-static void check(long got, long want, const char *what)
-{
-	if (got != want) {
-		printf("FAIL %s = %ld, want %ld\n", what, got, want);
-		exit(1);
-	}
-}
-
 /* Every f_* call, each result checked; returns how many padded calls. */
 static int call_all(void)
 {
@@ -108,23 +101,6 @@ static int call_all(void)
 	return 8; /* f_outer calls f_nested, f_caller calls f_add */
 }
 
-static struct event {
-	unsigned long ip, parent_ip, args[10];
-} events[64];
-static int nevents;
-
-static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
-		   struct ftpad_regs *regs)
-{
-	struct event *e = &events[nevents < 64 ? nevents++ : 63];
-
-	(void)ops;
-	e->ip = ip;
-	e->parent_ip = parent_ip;
-	for (unsigned i = 0; i < 10; i++)
-		e->args[i] = ftpad_regs_get_argument(regs, i);
-}
-
 static int cmd_trace(void)
 {
 	struct ftpad_ops ops = { .func = record };
@@ -135,19 +111,10 @@ static int cmd_trace(void)
 	n = call_all();
 	check(ftpad_unregister_ops(&ops), 0, "ftpad_unregister_ops");
 	check(nevents, n, "events");
-	for (int i = 0; i < nevents; i++) {
-		struct event *e = &events[i];
-		const char *name = ftpad_lookup_name(e->ip);
-
-		printf("event %s ip=%#lx parent=%#lx args=", name ? name : "?", e->ip,
-		       e->parent_ip);
-		for (int a = 0; a < 10; a++)
-			printf("%s%ld", a ? "," : "", (long)e->args[a]);
-		printf("\n");
-	}
+	print_events();
 	nevents = 0;
 	call_all();
-	printf("after-unregister events=%d\n", nevents);
+	printf("after-unregister events=%u\n", nevents);
 	return 0;
 }
 
@@ -197,17 +164,9 @@ static void (*const pads[])(void) = {
 	(void (*)(void))f_add, (void (*)(void))f_fma, (void (*)(void))f_ten,
 };
 
-/* The ops slot and the four words from the entry, as hex words. */
 static void dump_pads(const char *phase)
 {
-	for (size_t i = 0; i < sizeof(pads) / sizeof(pads[0]); i++) {
-		const unsigned int *p = (const unsigned int *)((const char *)pads[i] - 8);
-
-		printf("pad %s %#lx", phase, (unsigned long)pads[i]);
-		for (int w = 0; w < 6; w++)
-			printf(" %08x", p[w]);
-		printf("\n");
-	}
+	dump_pad_words(pads, sizeof(pads) / sizeof(pads[0]), phase);
 }
 
 static int cmd_bytes(void)

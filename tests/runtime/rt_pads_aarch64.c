@@ -36,37 +36,11 @@
 #include <unistd.h>
 
 #include "ftpad.h"
+#include "rt_common.h"
 
 long add1(long), kadd2(long), kadd3_bti(long), kdouble(long), kcalls(long), regs_probe(void);
 long ksum10(long, long, long, long, long, long, long, long, long, long);
 void call_regs_probe(unsigned long out[12]);
-
-static void check(long got, long want, const char *what)
-{
-	if (got != want) {
-		printf("FAIL %s = %ld, want %ld\n", what, got, want);
-		exit(1);
-	}
-}
-
-static struct event {
-	unsigned long ip, parent_ip, args[10];
-} events[64];
-static unsigned int nevents;
-
-static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
-		   struct ftpad_regs *regs)
-{
-	unsigned int i = __atomic_fetch_add(&nevents, 1, __ATOMIC_RELAXED);
-
-	(void)ops;
-	if (i >= 64)
-		return;
-	events[i].ip = ip;
-	events[i].parent_ip = parent_ip;
-	for (unsigned int a = 0; a < 10; a++)
-		events[i].args[a] = ftpad_regs_get_argument(regs, a);
-}
 
 /* Every call, results checked: 8 traced calls (kcalls calls kadd2 twice). */
 static int call_all(void)
@@ -90,34 +64,21 @@ static int cmd_trace(void)
 	n = call_all();
 	check(ftpad_unregister_ops(&ops), 0, "ftpad_unregister_ops");
 	check(nevents, n, "events");
-	for (unsigned int i = 0; i < nevents; i++) {
-		const char *name = ftpad_lookup_name(events[i].ip);
-
-		printf("event %s ip=%#lx parent=%#lx args=", name ? name : "?", events[i].ip,
-		       events[i].parent_ip);
-		for (int a = 0; a < 10; a++)
-			printf("%s%ld", a ? "," : "", (long)events[i].args[a]);
-		printf("\n");
-	}
+	print_events();
 	nevents = 0;
 	call_all();
 	printf("after-unregister events=%u\n", nevents);
 	return 0;
 }
 
-static long (*const padded[])(long) = { kadd2, kadd3_bti, kdouble, add1 };
+static void (*const padded[])(void) = {
+	(void (*)(void))kadd2, (void (*)(void))kadd3_bti, (void (*)(void))kdouble,
+	(void (*)(void))add1,
+};
 
-/* The ops slot and the four words from the entry. */
 static void dump_pads(const char *phase)
 {
-	for (size_t i = 0; i < sizeof(padded) / sizeof(padded[0]); i++) {
-		const unsigned int *p = (const unsigned int *)((const char *)padded[i] - 8);
-
-		printf("pad %s %#lx", phase, (unsigned long)padded[i]);
-		for (int w = 0; w < 6; w++)
-			printf(" %08x", p[w]);
-		printf("\n");
-	}
+	dump_pad_words(padded, sizeof(padded) / sizeof(padded[0]), phase);
 }
 
 static int cmd_bytes(void)
