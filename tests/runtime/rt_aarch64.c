@@ -101,23 +101,6 @@ static int call_all(void)
 	return 8; /* f_outer calls f_nested, f_caller calls f_add */
 }
 
-static int cmd_trace(void)
-{
-	struct ftpad_ops ops = { .func = record };
-	int n;
-
-	check(ftpad_set_filter(&ops, "f_*", 1), 0, "ftpad_set_filter");
-	check(ftpad_register_ops(&ops), 0, "ftpad_register_ops");
-	n = call_all();
-	check(ftpad_unregister_ops(&ops), 0, "ftpad_unregister_ops");
-	check(nevents, n, "events");
-	print_events();
-	nevents = 0;
-	call_all();
-	printf("after-unregister events=%u\n", nevents);
-	return 0;
-}
-
 static int clobbered;
 
 /* Destroys x0-x18 and q0-q31: what a callback is allowed to do, and more. */
@@ -167,18 +150,6 @@ static void (*const pads[])(void) = {
 static void dump_pads(const char *phase)
 {
 	dump_pad_words(pads, sizeof(pads) / sizeof(pads[0]), phase);
-}
-
-static int cmd_bytes(void)
-{
-	struct ftpad_ops ops = { .func = record };
-
-	dump_pads("before");
-	check(ftpad_register_ops(&ops), 0, "ftpad_register_ops");
-	dump_pads("enabled");
-	check(ftpad_unregister_ops(&ops), 0, "ftpad_unregister_ops");
-	dump_pads("after");
-	return 0;
 }
 
 static int cmd_toggle(int rounds)
@@ -303,11 +274,11 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "toggle"))
 		return cmd_toggle(atoi(argv[2]));
 	if (argc == 2 && !strcmp(argv[1], "trace"))
-		return cmd_trace();
+		return trace_all("f_*", call_all);
 	if (argc == 2 && !strcmp(argv[1], "clobber"))
 		return cmd_clobber();
 	if (argc == 2 && !strcmp(argv[1], "bytes"))
-		return cmd_bytes();
+		return dump_toggled(dump_pads);
 	fprintf(stderr, "usage: rt_aarch64 trace | clobber | bytes | backtrace | dlopen LIB | redirect | calls | toggle N\n");
 	return 2;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rt_common.h - what the aarch64 runtime test programs (rt_aarch64.c,
- * rt_pads_aarch64.c) share: a checked call, a recording callback, and the
- * dumps tests/test_runtime_aarch64.py reads.  Static functions: each
+ * rt_pads_aarch64.c) share: a checked call, a recording callback, the
+ * dumps tests/test_runtime_aarch64.py reads, and the `trace` and `bytes`
+ * commands built on them.  Static functions: each
  * program gets its own copy, unpadded (the plugin pads only f_* there).
  */
 #ifndef RT_COMMON_H
@@ -66,6 +67,41 @@ static void dump_pad_words(void (*const *fns)(void), size_t n, const char *phase
 			printf(" %08x", p[w]);
 		printf("\n");
 	}
+}
+
+/*
+ * `trace`: one ops with record() on filter, every call of call_all()
+ * (which returns how many traced calls it made) seen and printed, then
+ * none once unregistered.
+ */
+static int trace_all(const char *filter, int (*call_all)(void))
+{
+	struct ftpad_ops ops = { .func = record };
+	int n;
+
+	check(ftpad_set_filter(&ops, filter, 1), 0, "ftpad_set_filter");
+	check(ftpad_register_ops(&ops), 0, "ftpad_register_ops");
+	n = call_all();
+	check(ftpad_unregister_ops(&ops), 0, "ftpad_unregister_ops");
+	check(nevents, n, "events");
+	print_events();
+	nevents = 0;
+	call_all();
+	printf("after-unregister events=%u\n", nevents);
+	return 0;
+}
+
+/* `bytes`: the pads (dump) before, while and after every site is enabled. */
+static int dump_toggled(void (*dump)(const char *phase))
+{
+	struct ftpad_ops ops = { .func = record };
+
+	dump("before");
+	check(ftpad_register_ops(&ops), 0, "ftpad_register_ops");
+	dump("enabled");
+	check(ftpad_unregister_ops(&ops), 0, "ftpad_unregister_ops");
+	dump("after");
+	return 0;
 }
 
 #endif /* RT_COMMON_H */

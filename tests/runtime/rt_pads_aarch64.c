@@ -54,23 +54,6 @@ static int call_all(void)
 	return 8;
 }
 
-static int cmd_trace(void)
-{
-	struct ftpad_ops ops = { .func = record };
-	int n;
-
-	check(ftpad_set_filter(&ops, "add1,k*", 1), 0, "ftpad_set_filter");
-	check(ftpad_register_ops(&ops), 0, "ftpad_register_ops");
-	n = call_all();
-	check(ftpad_unregister_ops(&ops), 0, "ftpad_unregister_ops");
-	check(nevents, n, "events");
-	print_events();
-	nevents = 0;
-	call_all();
-	printf("after-unregister events=%u\n", nevents);
-	return 0;
-}
-
 static void (*const padded[])(void) = {
 	(void (*)(void))kadd2, (void (*)(void))kadd3_bti, (void (*)(void))kdouble,
 	(void (*)(void))add1,
@@ -79,18 +62,6 @@ static void (*const padded[])(void) = {
 static void dump_pads(const char *phase)
 {
 	dump_pad_words(padded, sizeof(padded) / sizeof(padded[0]), phase);
-}
-
-static int cmd_bytes(void)
-{
-	struct ftpad_ops ops = { .func = record };
-
-	dump_pads("before");
-	check(ftpad_register_ops(&ops), 0, "ftpad_register_ops");
-	dump_pads("enabled");
-	check(ftpad_unregister_ops(&ops), 0, "ftpad_unregister_ops");
-	dump_pads("after");
-	return 0;
 }
 
 static pthread_barrier_t barrier;
@@ -576,9 +547,9 @@ static int cmd_regs(void)
 int main(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "trace"))
-		return cmd_trace();
+		return trace_all("add1,k*", call_all);
 	if (argc == 2 && !strcmp(argv[1], "bytes"))
-		return cmd_bytes();
+		return dump_toggled(dump_pads);
 	if (argc == 2 && !strcmp(argv[1], "threads"))
 		return cmd_threads();
 	if (argc == 2 && !strcmp(argv[1], "blocked"))
