@@ -2,20 +2,17 @@
 """The GCC plugin's x86_64 user layout, read back from real objects and
 linked programs: pads, ops slots, ENDBR placement, records, policy and
 argument errors."""
-import itertools
 import pathlib
 
-import capstone
 import pytest
 
 from elftools.elf.elffile import ELFFile
 
-from ftpadtest import (A64_PLUGIN, ENDBR64, FLAG_ENDBR, NOP5, PLUGIN, ARCH_X86_64, Image,
-                       check_records, object_functions, plugin_flags, run)
+from ftpadtest import (A64_PLUGIN, ENDBR64, FLAG_ENDBR, NOP5, PLUGIN, Image,
+                       check_records, check_site_x86_64, object_functions, plugin_flags,
+                       run)
 
 SRC = pathlib.Path(__file__).parent / "src"
-CACHE_LINE = 64
-OPS_SLOT = bytes.fromhex("0f1f840000000000")  # an 8-byte NOP until used
 
 
 def build(tmp_path, source, flags, plugin_args=None, link=True):
@@ -29,49 +26,9 @@ def build(tmp_path, source, flags, plugin_args=None, link=True):
     return obj, exe
 
 
-def disassemble(code, addr, count):
-    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-    return list(itertools.islice(md.disasm(code, addr), count))
-
-
-def check_site(image, site, before, after, ops=True, exact_after=True, nop5=NOP5):
-    """Everything the x86_64 user layout promises about one site.  With
-    exact_after false, NOPs of the function's own may follow the pad (GCC
-    aligns a loop at the very start of a function with NOPs).  nop5 is the
-    site's encoding: clang's differs in one byte (test_clang_pass_x86_64)."""
-    assert site.version == 1 and site.arch == ARCH_X86_64 and site.site_len == 5
-    assert (site.before, site.after) == (before, after)
-    head = image.read(site.entry, 4)
-    if site.flags & FLAG_ENDBR:
-        assert head == ENDBR64, f"{site.name}: flag ENDBR but entry has {head.hex()}"
-        assert site.site == site.entry + 4
-        assert site.entry % 16 == 0, f"{site.name}: entry behind ENDBR not 16-aligned"
-    else:
-        assert head != ENDBR64, f"{site.name}: ENDBR at entry but not in the record"
-        assert site.site == site.entry
-    assert image.read(site.site, 5) == nop5, f"{site.name}: site is not one 5-byte NOP"
-    assert site.site // CACHE_LINE == (site.site + 4) // CACHE_LINE, \
-        f"{site.name}: site at {site.site:#x} straddles a cache line"
-    # The rest of `after` is NOPs, and exactly `after` bytes of them.
-    # Read one instruction past them too, unless the code ends there.
-    rest = image.read(site.site + 5, after - 5 + 16, partial=True)
-    insns = disassemble(rest, site.site + 5, 16)
-    nop_bytes = 0
-    for insn in insns:
-        if insn.mnemonic != "nop":
-            break
-        nop_bytes += insn.size
-    if exact_after:
-        assert nop_bytes == after - 5, f"{site.name}: {nop_bytes} NOP bytes after the site"
-    else:
-        assert nop_bytes >= after - 5, f"{site.name}: {nop_bytes} NOP bytes after the site"
-    if ops:
-        assert site.ops % 8 == 0, f"{site.name}: ops slot {site.ops:#x} not 8-aligned"
-        assert site.ops + 8 == site.entry, f"{site.name}: ops slot does not end at the entry"
-        assert image.read(site.ops - before, before + 8) == b"\x90" * before + OPS_SLOT
-    else:
-        assert site.ops == 0
-        assert image.read(site.entry - before, before) == b"\x90" * before
+# Everything the x86_64 user layout promises about one site: one check,
+# shared with the clang pass's tests (ftpadtest.check_site_x86_64).
+check_site = check_site_x86_64
 
 
 def starts_with_pad(image, addr, nop5=NOP5):
