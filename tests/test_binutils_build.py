@@ -40,20 +40,27 @@ def source():
     return src
 
 
+def build_binutils(source, out, cc, cflags, plugin):
+    """Configure and make binutils from source in out with CC=cc and
+    CFLAGS=cflags; the build log's text.  A failure shows the log's end,
+    naming plugin."""
+    log = out / "build.log"
+    with open(log, "w") as f:
+        for cmd in ([source / "configure", *CONFIGURE, f"CC={cc}", f"CFLAGS={cflags}"],
+                    ["make", f"-j{os.cpu_count()}", "all-binutils"]):
+            p = subprocess.run([str(c) for c in cmd], cwd=out, stdout=f, stderr=subprocess.STDOUT)
+            if p.returncode:
+                tail = log.read_text()[-4000:]
+                pytest.fail(f"{cmd[0]} failed with {plugin} at {cflags}:\n{tail}")
+    return log.read_text()
+
+
 @pytest.fixture(scope="module", params=["-O2", "-Os"])
 def build(request, source, tmp_path_factory):
     out = tmp_path_factory.mktemp("binutils" + request.param)
     report = out / "report.jsonl"
     cc = f"gcc -fplugin={PLUGIN} -fplugin-arg-ftpad-report={report}"
-    log = out / "build.log"
-    with open(log, "w") as f:
-        for cmd in ([source / "configure", *CONFIGURE, f"CC={cc}", f"CFLAGS={request.param}"],
-                    ["make", f"-j{os.cpu_count()}", "all-binutils"]):
-            p = subprocess.run([str(c) for c in cmd], cwd=out, stdout=f, stderr=subprocess.STDOUT)
-            if p.returncode:
-                tail = log.read_text()[-4000:]
-                pytest.fail(f"{cmd[0]} failed with the plugin at {request.param}:\n{tail}")
-    text = log.read_text()
+    text = build_binutils(source, out, cc, request.param, "the plugin")
     assert "internal compiler error" not in text
     return out, report
 

@@ -9,17 +9,15 @@ source is unpacked once per version into /var/cache (test_binutils_build);
 the builds depend on the plugin and are never cached."""
 import collections
 import json
-import os
 import pathlib
 import re
 import statistics
-import subprocess
 
 import capstone
 import pytest
 
 from ftpadtest import ENDBR64, FTPAD_BIN, Image, run
-from test_binutils_build import CONFIGURE, CRT, source  # noqa: F401 (a fixture)
+from test_binutils_build import CRT, build_binutils, source  # noqa: F401 (a fixture)
 from test_clang_pass import CLANG_PLUGIN, check_site, clang_plugin  # noqa: F401
 
 
@@ -30,15 +28,8 @@ def clang_binutils(request, source, tmp_path_factory):  # noqa: F811
     out = tmp_path_factory.mktemp("clang-binutils" + request.param)
     report = out / "report.jsonl"
     cc = f"clang-14 -fplugin={CLANG_PLUGIN} -fplugin-arg-ftpad-clang-report={report}"
-    log = out / "build.log"
-    with open(log, "w") as f:
-        for cmd in ([source / "configure", *CONFIGURE, f"CC={cc}", f"CFLAGS={request.param}"],
-                    ["make", f"-j{os.cpu_count()}", "all-binutils"]):
-            p = subprocess.run([str(c) for c in cmd], cwd=out, stdout=f, stderr=subprocess.STDOUT)
-            if p.returncode:
-                tail = log.read_text()[-4000:]
-                pytest.fail(f"{cmd[0]} failed with the clang plugin at {request.param}:\n{tail}")
-    assert "PLEASE submit a bug report" not in log.read_text()
+    text = build_binutils(source, out, cc, request.param, "the clang plugin")
+    assert "PLEASE submit a bug report" not in text
     return out, report, request.param
 
 
