@@ -99,6 +99,7 @@ struct ftpad_module {
 	int nsegs;
 	struct ftpad_site *sites;    /* sorted by address */
 	size_t nsites;
+	bool unnamed;                /* some site's record has no name */
 	const void *map;             /* the file, mapped read-only; NULL: none */
 	size_t map_size;
 	struct ftpad_sym *syms;      /* sorted FUNC symbols, once syms_loaded */

@@ -121,14 +121,6 @@ static int cmp_site(const void *a, const void *b)
 	return x->entry < y->entry ? -1 : x->entry > y->entry;
 }
 
-static bool sites_sorted(const struct ftpad_site *s, size_t n)
-{
-	for (size_t i = 1; i < n; i++)
-		if (s[i - 1].entry >= s[i].entry)
-			return false;
-	return true;
-}
-
 static void set_segments(struct ftpad_module *mod, const struct dl_phdr_info *info)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -224,8 +216,27 @@ static void warn_site(const struct ftpad_module *mod, const struct ftpad_site *s
 			   (unsigned long)(ftpad_site_addr(s) - mod->base), why);
 }
 
+/*
+ * Whether [addr, addr + len) is code, as in_exec_segment(), first against
+ * the code segment of the site before (*last): records come in address
+ * order, so the segments are looked up once each, not six times a site.
+ */
+static bool in_code(const struct ftpad_module *mod, const struct ftpad_segment **last,
+		    uintptr_t addr, size_t len)
+{
+	if (*last && addr >= (*last)->lo && len <= (*last)->hi - addr)
+		return true;
+	if (!in_exec_segment(mod, addr, len))
+		return false;
+	for (int i = 0; i < mod->nsegs; i++)
+		if (mod->segs[i].lo <= addr && addr < mod->segs[i].hi)
+			*last = &mod->segs[i];
+	return true;
+}
+
 /* What is wrong with the record's addresses, or NULL. */
 static const char *check_addresses(const struct ftpad_module *mod,
+				   const struct ftpad_segment **seg,
 				   const struct ftpad_site_record *rec, struct ftpad_site *s)
 {
 	uintptr_t addr = ftpad_site_field_addr(&rec->site), slot = ftpad_site_field_addr(&rec->ops);
@@ -237,16 +248,16 @@ static const char *check_addresses(const struct ftpad_module *mod,
 	s->site_off = addr - s->entry;
 	if (slot && slot + 8 != s->entry)
 		return "the ops slot does not end at the entry";
-	if (!in_exec_segment(mod, s->entry, 1) || !in_exec_segment(mod, addr, ftpad_arch_site_len) ||
-	    (slot && !in_exec_segment(mod, slot, 8)))
+	if (!in_code(mod, seg, s->entry, 1) || !in_code(mod, seg, addr, ftpad_arch_site_len) ||
+	    (slot && !in_code(mod, seg, slot, 8)))
 		return "its addresses are outside the module's code";
 	s->state |= slot ? FTPAD_S_SLOT : 0;
 	return NULL;
 }
 
 /* Turn one record into a site; returns 0 if it is patchable. */
-static int add_site(struct ftpad_module *mod, const struct ftpad_site_record *rec,
-		    struct ftpad_site *s)
+static int add_site(struct ftpad_module *mod, const struct ftpad_segment **seg,
+		    const struct ftpad_site_record *rec, struct ftpad_site *s)
 {
 	const char *why = NULL;
 
@@ -262,7 +273,7 @@ static int add_site(struct ftpad_module *mod, const struct ftpad_site_record *re
 			why = "its name is outside the module";
 	}
 	if (!why)
-		why = check_addresses(mod, rec, s);
+		why = check_addresses(mod, seg, rec, s);
 	if (!why && ftpad_arch_site_init(rec, s, &why) == 0)
 		return 0;
 	warn_site(mod, s, why);
@@ -274,7 +285,9 @@ static int read_sites(struct ftpad_module *mod)
 {
 	const ElfW(Shdr) *sh = ftpad_module_section(mod, FTPAD_SITES_SECTION, 0);
 	const struct ftpad_site_record *rec;
+	const struct ftpad_segment *seg = NULL;
 	size_t n, kept = 0;
+	bool sorted = true;
 
 	if (!sh)
 		return 0;
@@ -298,11 +311,20 @@ static int read_sites(struct ftpad_module *mod)
 	mod->sites = ftpad_alloc((n ? n : 1) * sizeof(*mod->sites));
 	if (!mod->sites)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		if (rec[i].version && add_site(mod, &rec[i], &mod->sites[kept]) == 0)
-			kept++;
+	/* One pass over the sites, which for a large module are far more than
+	 * the caches hold: whether they are in order and all named is noted
+	 * on the way. */
+	for (size_t i = 0; i < n; i++) {
+		struct ftpad_site *s = &mod->sites[kept];
+
+		if (!rec[i].version || add_site(mod, &seg, &rec[i], s))
+			continue;
+		sorted &= !kept || s[-1].entry < s->entry;
+		mod->unnamed |= !s->name;
+		kept++;
+	}
 	/* The linker keeps the records in address order: usually no sort. */
-	if (!sites_sorted(mod->sites, kept))
+	if (!sorted)
 		ftpad_sort(mod->sites, kept, sizeof(*mod->sites), cmp_site);
 	mod->nsites = kept;
 	return 0;
@@ -311,7 +333,7 @@ static int read_sites(struct ftpad_module *mod)
 /* Sites without a name in their record take the symbol at their entry. */
 static void name_sites(struct ftpad_module *mod)
 {
-	for (size_t i = 0; i < mod->nsites; i++) {
+	for (size_t i = 0; mod->unnamed && i < mod->nsites; i++) {
 		const struct ftpad_sym *sym;
 
 		if (mod->sites[i].name)
