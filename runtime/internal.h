@@ -199,8 +199,8 @@ typedef void (*ftpad_part_fn)(const void *item, int part, struct ftpad_poke *out
  * write with the bytes between them, rewritten unchanged; without, each
  * poke is a write of its own (an aligned 4 or 8 bytes in one store).
  * Nothing is allocated.  Returns 0, or -EPERM/-EACCES when both
- * /proc/self/mem and mprotect are refused, -EIO when the bytes read back
- * differ.
+ * /proc/self/mem and mprotect are refused, -EIO when the bytes of the
+ * first write through /proc/self/mem, read back, differ.
  */
 int ftpad_text_write(const void *items, size_t n, size_t stride, ftpad_part_fn part_of, int part,
 		     bool mergeable) FTPAD_HIDDEN;
@@ -254,9 +254,9 @@ void ftpad_batch_written(struct ftpad_batch *b, struct ftpad_site *first,
  * variables: a span costs a few compares); whatever of a span is not
  * stored to stays as it is.  Runs are made as ftpad_text_write() makes
  * them, assembled in a buffer with the code around the spans, and written
- * out whole: one pwrite to /proc/self/mem, read back, or, where refused,
- * mprotect of the run's pages, a copy and mprotect back.  Nothing is
- * allocated; under ftpad_lock.
+ * out whole: one pwrite to /proc/self/mem (the first one read back), or,
+ * where refused, mprotect of the run's pages, a copy and mprotect back.
+ * Nothing is allocated; under ftpad_lock.
  */
 struct ftpad_text_run {
 	uintptr_t hi;     /* the end of the last span (0: no run) */

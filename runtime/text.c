@@ -31,6 +31,7 @@ enum method { M_UNKNOWN, M_PROCMEM, M_MPROTECT };
 static enum method method;  /* what worked last; under ftpad_lock */
 static int mem_fd = -1;
 static pid_t mem_pid;       /* a forked child must not write its parent */
+static bool mem_checked;    /* a write through mem_fd was read back */
 
 static int open_mem(void)
 {
@@ -40,6 +41,7 @@ static int open_mem(void)
 		close(mem_fd);
 	mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
 	mem_pid = getpid();
+	mem_checked = false;
 	return mem_fd < 0 ? -errno : mem_fd;
 }
 
@@ -48,6 +50,26 @@ static int pwrite_all(int fd, const void *buf, size_t len, uintptr_t addr)
 	ssize_t r = pwrite(fd, buf, len, (off_t)addr);
 
 	return r == (ssize_t)len ? 0 : r < 0 ? -errno : -EIO;
+}
+
+/*
+ * len bytes of buf to addr through /proc/self/mem.  The first write
+ * through a newly opened file is read back and compared, so that a file
+ * that takes writes without making them (the wrong process's memory, a
+ * kernel that goes its own way) fails loudly; once one write was seen in
+ * memory, the rest are trusted: a compare costs as much as the copy that
+ * assembled the run, on every round of every batch.
+ */
+static int pwrite_code(int fd, const void *buf, size_t len, uintptr_t addr)
+{
+	int err = pwrite_all(fd, buf, len, addr);
+
+	if (err || mem_checked)
+		return err;
+	if (memcmp((const void *)addr, buf, len))
+		return -EIO;
+	mem_checked = true;
+	return 0;
 }
 
 static uintptr_t page_size(void)
@@ -146,7 +168,7 @@ static size_t run_end(const struct writer *w, size_t i, size_t n, size_t max_byt
 static int run_procmem(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi)
 {
 	struct ftpad_poke p;
-	int fd = open_mem(), err;
+	int fd = open_mem();
 
 	if (fd < 0)
 		return fd;
@@ -156,8 +178,7 @@ static int run_procmem(const struct writer *w, size_t i, size_t j, uintptr_t lo,
 		if (p.len)
 			memcpy(run_buf + (p.addr - lo), p.bytes, p.len);
 	}
-	err = pwrite_all(fd, run_buf, hi - lo, lo);
-	return err ? err : memcmp((void *)lo, run_buf, hi - lo) ? -EIO : 0;
+	return pwrite_code(fd, run_buf, hi - lo, lo);
 }
 
 static void store(const struct ftpad_poke *p)
@@ -276,7 +297,7 @@ static int write_run(const struct writer *w, size_t i, size_t j, uintptr_t lo, u
 
 /*
  * Through /proc/self/mem in one pass over the items: each run assembled in
- * run_buf as it is found, written, read back.  Returns 0, or the error of
+ * run_buf as it is found, and written (pwrite_code()).  Returns 0, or the error of
  * the run that failed, starting at item *at.
  */
 static int procmem_pass(const struct writer *w, size_t n, size_t *at)
@@ -303,9 +324,7 @@ static int procmem_pass(const struct writer *w, size_t n, size_t *at)
 			}
 		}
 		if (hi) {
-			err = pwrite_all(fd, run_buf, hi - lo, lo);
-			if (!err && memcmp((const void *)lo, run_buf, hi - lo))
-				err = -EIO;
+			err = pwrite_code(fd, run_buf, hi - lo, lo);
 			if (err) {
 				*at = start;
 				return err;
@@ -397,15 +416,14 @@ int ftpad_text_unprotect(uintptr_t lo, uintptr_t hi, int prot, bool writable)
 	return err == -EACCES ? err : -EPERM;
 }
 
-/* The run [lo, hi) through /proc/self/mem, read back. */
+/* The run [lo, hi) through /proc/self/mem (pwrite_code()). */
 static int commit_procmem(uintptr_t lo, uintptr_t hi)
 {
-	int fd = open_mem(), err;
+	int fd = open_mem();
 
 	if (fd < 0)
 		return fd;
-	err = pwrite_all(fd, run_buf, hi - lo, lo);
-	return err ? err : memcmp((const void *)lo, run_buf, hi - lo) ? -EIO : 0;
+	return pwrite_code(fd, run_buf, hi - lo, lo);
 }
 
 /* The run by mprotect of its pages and a copy (the same bytes as through
