@@ -88,10 +88,12 @@ def build_all(build, out):
 
 
 def time_once(exe, calls):
+    """ns per call, and the loop's checksum."""
     env = {**os.environ, "XRAY_OPTIONS": "patch_premain=false"}
     p = subprocess.run([str(exe), str(calls), "3"], capture_output=True, text=True, env=env,
                        check=True)
-    return float(re.search(r"ns_per_call=([\d.]+)", p.stdout).group(1))
+    m = re.search(r"ns_per_call=([\d.]+) checksum=(\d+)", p.stdout)
+    return float(m.group(1)), int(m.group(2))
 
 
 def callgrind_ir(exe, calls, tmp):
@@ -118,11 +120,17 @@ def main():
         tmp = pathlib.Path(d)
         built = build_all(build, tmp)
         times = {name: [] for name, _ in built}
+        sums = {}
         for _ in range(args.rounds):
             order = list(built)
             random.shuffle(order)
             for name, exe in order:
-                times[name].append(time_once(exe, args.calls))
+                t, sums[name] = time_once(exe, args.calls)
+                times[name].append(t)
+        # The instrumentation must not change what the loop computes.
+        wrong = [name for name in sums if sums[name] != sums["plain call"]]
+        if wrong:
+            sys.exit(f"bench/run.py: a different checksum from the plain call's: {wrong}")
         irs = {}
         if not args.no_callgrind and shutil.which("valgrind"):
             for name, exe in built:
@@ -146,7 +154,7 @@ def main():
         if peer not in times:
             continue
         added = min(times[peer]) - floor
-        print(f"added cost as a fraction of {peer!r}'s ({added:.2f} ns):")
+        print(f"added cost as a fraction of {peer}'s ({added:.2f} ns):")
         for name, _ in built:
             if name.startswith("ftpad enabled"):
                 print(f"  {name:40} {(min(times[name]) - floor) / added:5.2f}x")

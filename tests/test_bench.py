@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: MIT
+"""The benchmarks under bench/ still build and run, on small inputs, and
+print every row they promise.  Their numbers are not checked: this host is
+too noisy for timed assertions.  What is checked is what must hold at any
+speed: every build of the call loop computes the plain call's checksum
+(run.py fails otherwise), and every patch_all.py program enables and
+disables all its sites (ok=1, or it fails)."""
+import re
+import subprocess
+import sys
+
+import ftpadtest
+from conftest import require_tool
+
+BENCH = ftpadtest.ROOT / "bench"
+
+
+def bench(script, *args, tmp_path=None):
+    p = subprocess.run([sys.executable, str(BENCH / script), "--build", str(ftpadtest.BUILD),
+                        *args], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def test_call_cost_rows(plugin, libftpad, tmp_path):
+    require_tool("clang-14")
+    out = bench("run.py", "--calls", "100000", "--rounds", "1", "--no-callgrind",
+                tmp_path=tmp_path)
+    for row in ["plain call", "ftpad site disabled", "ftpad enabled, empty callback",
+                "ftpad enabled, libftpad.a", "bare trampoline: call, ret",
+                "bare trampoline: GPRs, empty callback",
+                "bare trampoline: GPRs+xmm, empty callback",
+                "clang-14 XRay, patched, empty handler"]:
+        assert re.search(rf"^{re.escape(row)} +\d+\.\d+ ", out, re.M), (row, out)
+    # ftpad's added cost against both peers, each measured in this run.
+    assert "fraction of clang-14 XRay, patched, empty handler's" in out, out
+    assert "fraction of bare trampoline: GPRs+xmm, empty callback's" in out, out
+
+
+def test_patch_all_rows(plugin, libftpad, tmp_path):
+    require_tool("clang-14")
+    out = bench("patch_all.py", "--functions", "2000", "--runs", "1", "--workdir",
+                str(tmp_path / "work"), tmp_path=tmp_path)
+    for row in ["ftpad /proc/self/mem", "ftpad mprotect", "ftpad .a /proc/self/mem",
+                "ftpad .a mprotect", "XRay"]:
+        assert re.search(rf"^{re.escape(row)} +\d+ +[+-]\d+ +\d+ +\d+ +\d+ +\d+ +\d+$", out,
+                         re.M), (row, out)
+    assert re.search(r"^ftpad /proc/self/mem: three writes of the code alone [1-9]\d* us = "
+                     r"\d+\.\d+x XRay's enable again$", out, re.M), out
