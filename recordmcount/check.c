@@ -108,7 +108,8 @@ static void violation(struct checker *c, const struct rmc_site *site, const char
 	c->violations++;
 }
 
-/* Entry, site and ops lie inside the section; the slot is 8-aligned in any link. */
+/* Entry, site and ops lie inside the section; the slot is 8-aligned in any
+ * link and ends at the entry, as every layout has it (DESIGN.md). */
 static const char *record_bounds(const struct rmc_sites *s, const struct rmc_site *site, size_t size)
 {
 	const struct rmc_record *rec = &site->rec;
@@ -120,6 +121,8 @@ static const char *record_bounds(const struct rmc_sites *s, const struct rmc_sit
 		return "the ops slot lies outside its section";
 	if (rec->has_ops && (rec->ops % 8 || sh->sh_addralign < 8))
 		return "the ops slot is not 8-aligned";
+	if (rec->has_ops && rec->ops + 8 != rec->entry)
+		return "the ops slot does not end at the entry";
 	return NULL;
 }
 

@@ -159,7 +159,8 @@ struct rmc_pad {
 	void (*make_slot)(unsigned char *p);
 	/*
 	 * --check: why the pad of record @rec is not what libftpad accepts, or
-	 * NULL.  @text is its section; entry, site and ops are in range.
+	 * NULL.  @text is its section; entry, site and ops are in range, and
+	 * the ops slot, if any, is 8-aligned and ends at the entry.
 	 */
 	const char *(*check_record)(const struct rmc_record *rec, const unsigned char *text,
 				    size_t size);

@@ -220,6 +220,26 @@ def test_entries_outside_code(tmp_path, rmc):
     assert p.stdout == f"{obj}: 3 sites checked, 3 violations\n"
 
 
+def test_an_ops_slot_away_from_its_entry(tmp_path, rmc):
+    """An 8-aligned slot of NOPs that does not end at the entry: every
+    layout has the slot right before the entry, which libftpad's
+    trampolines read at a fixed offset, whatever the architecture."""
+    src = tmp_path / "slot.s"
+    src.write_text(".text\n.p2align 3\nslot:\n"
+                   "\t.byte 0x0f,0x1f,0x84,0,0,0,0,0\n\t.byte 0x0f,0x1f,0x84,0,0,0,0,0\n"
+                   ".globl f\n.type f,@function\nf:\n\t.byte 0x0f,0x1f,0x44,0,0\n\tret\n"
+                   '.section __ftpad_sites,"ao",@progbits,.text\n.p2align 2\n'
+                   "\t.long f - .\n\t.long f - .\n\t.long slot - .\n\t.long 0\n"
+                   "\t.byte 1, 1, 0, 1, 5, 0\n\t.short 0\n")
+    obj = tmp_path / "slot.o"
+    run(["as", "--64", src, "-o", obj])
+    broken(rmc, obj, "__ftpad_sites[0] .text+0x10 (f): the ops slot does not end at the entry")
+    # The same record with the slot right before f passes.
+    src.write_text(src.read_text().replace("long slot - .", "long slot + 8 - ."))
+    run(["as", "--64", src, "-o", obj])
+    run([rmc, "--check", obj])
+
+
 def test_dropin_records_of_a_pie_are_wrong(tmp_path, rmc):
     """In a PIE, -pg -mfentry calls through the GOT (ff 15, 6 bytes); Linux's
     recordmcount and the drop-in mode still take the relocation's offset
