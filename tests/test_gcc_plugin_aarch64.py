@@ -86,16 +86,9 @@ def check_site(image, site, before, after, ops=True):
     assert pre == NOP * (len(pre) // 4), f"{site.name}: before is {pre.hex()}"
 
 
-def starts_with_pad(image, addr):
-    code = image.read(addr, 8, partial=True)
-    if code.startswith(BTI_C):
-        code = code[4:]
-    return code.startswith(MOV_X9_X30)
-
-
 def check_program(obj, exe, before=0, after=2, ops=True):
     return check_records(obj, exe, lambda image, site: check_site(image, site, before, after, ops),
-                         starts_with_pad,
+                         lambda image, addr: ftpadtest.starts_with_pad(image, addr, "aarch64"),
                          lambda name: "skip_" not in name or name in NOT_SKIPPED_ON_AARCH64)
 
 

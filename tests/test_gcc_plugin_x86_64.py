@@ -8,9 +8,9 @@ import pytest
 
 from elftools.elf.elffile import ELFFile
 
-from ftpadtest import (A64_PLUGIN, ENDBR64, FLAG_ENDBR, NOP5, PLUGIN, Image,
+from ftpadtest import (A64_PLUGIN, ENDBR64, FLAG_ENDBR, PLUGIN, Image,
                        check_records, check_site_x86_64, object_functions, plugin_flags,
-                       run)
+                       run, starts_with_pad)
 
 SRC = pathlib.Path(__file__).parent / "src"
 
@@ -31,16 +31,10 @@ def build(tmp_path, source, flags, plugin_args=None, link=True):
 check_site = check_site_x86_64
 
 
-def starts_with_pad(image, addr, nop5=NOP5):
-    code = image.read(addr, 9, partial=True)
-    if code.startswith(ENDBR64):
-        code = code[4:]
-    return code.startswith(nop5)
-
-
 def check_program(obj, exe, before=0, after=5, ops=True):
     return check_records(obj, exe, lambda image, site: check_site(image, site, before, after, ops),
-                         starts_with_pad, lambda name: "skip_" not in name)
+                         lambda image, addr: starts_with_pad(image, addr, "x86_64"),
+                         lambda name: "skip_" not in name)
 
 
 OPT_LEVELS = ["-O0", "-O2", "-O3", "-Os"]
