@@ -178,7 +178,7 @@ def test_an_ftpad_record_broken(tmp_path, rmc, name, function, delta, data, expe
     obj = build(tmp_path, rmc, name)
     site = site_of(rmc, obj, function)
     patch_bytes(obj, site["section"], site["offset"] + delta, data)
-    broken(rmc, obj, f"__ftpad_sites[")
+    broken(rmc, obj, "__ftpad_sites[")
     p = run([rmc, "--check", obj], check=False)
     assert f"({function}): {expect}" in p.stderr
 
