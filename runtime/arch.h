@@ -103,13 +103,12 @@ int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
  */
 int ftpad_arch_batch_write(struct ftpad_batch *b) FTPAD_HIDDEN __attribute__((weak));
 
-/* The n-th integer argument saved in regs (see ftpad_regs_get_argument()). */
-unsigned long ftpad_arch_regs_argument(const struct ftpad_regs *regs,
-				       unsigned int n) FTPAD_HIDDEN;
-
-/* Replace the n-th integer argument (see ftpad_regs_set_argument()). */
-void ftpad_arch_regs_set_argument(struct ftpad_regs *regs, unsigned int n,
-				  unsigned long val) FTPAD_HIDDEN;
+/* Where the n-th integer argument is saved: its register's slot in regs,
+ * or its place on the stack (ftpad_regs_get_argument() reads it,
+ * ftpad_regs_set_argument() writes it, and the trampoline reloads the
+ * registers from regs before it returns). */
+unsigned long *ftpad_arch_regs_argument_slot(struct ftpad_regs *regs,
+					     unsigned int n) FTPAD_HIDDEN;
 
 /* The stack pointer at the traced function's entry. */
 unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs) FTPAD_HIDDEN;

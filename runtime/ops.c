@@ -384,13 +384,13 @@ int ftpad_set_notrace(struct ftpad_ops *ops, const char *globs, int reset)
 
 unsigned long ftpad_regs_get_argument(struct ftpad_regs *regs, unsigned int n)
 {
-	return regs ? ftpad_arch_regs_argument(regs, n) : 0;
+	return regs ? *ftpad_arch_regs_argument_slot(regs, n) : 0;
 }
 
 void ftpad_regs_set_argument(struct ftpad_regs *regs, unsigned int n, unsigned long val)
 {
 	if (regs)
-		ftpad_arch_regs_set_argument(regs, n, val);
+		*ftpad_arch_regs_argument_slot(regs, n) = val;
 }
 
 unsigned long ftpad_regs_get_stack_pointer(struct ftpad_regs *regs)

@@ -530,24 +530,12 @@ int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
 	return err ? err : write_synced(changes, n, PART_SITE);
 }
 
-/* Where the n-th integer argument is saved: a register slot or the stack. */
-static unsigned long *argument_slot(struct ftpad_regs *regs, unsigned int n)
+unsigned long *ftpad_arch_regs_argument_slot(struct ftpad_regs *regs, unsigned int n)
 {
 	if (n < 8)
 		return &regs->pt.regs[n];
 	/* The 9th integer argument is the first one on the stack. */
 	return &((unsigned long *)regs->pt.sp)[n - 8];
-}
-
-unsigned long ftpad_arch_regs_argument(const struct ftpad_regs *regs, unsigned int n)
-{
-	return *argument_slot((struct ftpad_regs *)regs, n);
-}
-
-void ftpad_arch_regs_set_argument(struct ftpad_regs *regs, unsigned int n, unsigned long val)
-{
-	/* The trampoline reloads the registers from regs before returning. */
-	*argument_slot(regs, n) = val;
 }
 
 unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs)

@@ -184,8 +184,7 @@ void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page)
 	memcpy(buf + STUB_LITERALS, targets, sizeof(targets));
 }
 
-/* Where the n-th integer argument is saved: a register slot or the stack. */
-static unsigned long *argument_slot(struct ftpad_regs *regs, unsigned int n)
+unsigned long *ftpad_arch_regs_argument_slot(struct ftpad_regs *regs, unsigned int n)
 {
 	unsigned long *const in_regs[] = {
 		&regs->pt.rdi, &regs->pt.rsi, &regs->pt.rdx, &regs->pt.rcx, &regs->pt.r8, &regs->pt.r9,
@@ -195,17 +194,6 @@ static unsigned long *argument_slot(struct ftpad_regs *regs, unsigned int n)
 		return in_regs[n];
 	/* The 7th argument sits just above the return address. */
 	return &((unsigned long *)regs->pt.rsp)[1 + n - 6];
-}
-
-unsigned long ftpad_arch_regs_argument(const struct ftpad_regs *regs, unsigned int n)
-{
-	return *argument_slot((struct ftpad_regs *)regs, n);
-}
-
-void ftpad_arch_regs_set_argument(struct ftpad_regs *regs, unsigned int n, unsigned long val)
-{
-	/* The trampoline reloads the registers from regs before returning. */
-	*argument_slot(regs, n) = val;
 }
 
 unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs)
