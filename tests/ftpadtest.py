@@ -56,6 +56,28 @@ def object_functions(obj):
                 and not s.name.endswith(".cold")}
 
 
+COLD_SOURCE = """\
+__attribute__((cold, noinline)) int c1(int x) { return x * 7 - 3; }
+__attribute__((cold, noinline)) int c2(int x, int y) { return x / (y | 1); }
+__attribute__((cold, noinline)) long c3(long x) { return x ^ (x >> 3); }
+__attribute__((cold, noinline)) long c4(long x, long y) { return x * y + (x >> 7); }
+int main(int c, char **v) { (void)v; return (c1(c) + c2(c, 3) + (int)c3(c) + (int)c4(c, 5)) & 0; }
+"""
+
+
+def cold_source(tmp_path, cc, opt):
+    """COLD_SOURCE in TMP_PATH/cold.c, once CC at OPT without the plugin is
+    seen to pack some of its cold functions into .text.unlikely off an
+    8-byte boundary (the control for the plugin's cold-function tests)."""
+    src, native = tmp_path / "cold.c", tmp_path / "native.o"
+    src.write_text(COLD_SOURCE)
+    run([cc, opt, "-c", src, "-o", native])
+    with open(native, "rb") as f:
+        symtab = ELFFile(f).get_section_by_name(".symtab")
+        assert any(symtab.get_symbol_by_name(n)[0]["st_value"] % 8 for n in ("c2", "c3", "c4"))
+    return src
+
+
 def check_records(obj, exe, check_site, has_pad, padded):
     """The records of program EXE built from object OBJ: exactly one per
     function of OBJ that padded(name) accepts, each at its symbol and

@@ -241,27 +241,12 @@ def test_after_below_two_is_rejected(tmp_path, a64_plugin):
     assert "-fplugin-arg-ftpad-after=1" in p.stderr.replace("\u2018", "").replace("\u2019", "")
 
 
-COLD_SOURCE = """\
-__attribute__((cold, noinline)) int c1(int x) { return x * 7 - 3; }
-__attribute__((cold, noinline)) int c2(int x, int y) { return x / (y | 1); }
-__attribute__((cold, noinline)) long c3(long x) { return x ^ (x >> 3); }
-__attribute__((cold, noinline)) long c4(long x, long y) { return x * y + (x >> 7); }
-int main(int c, char **v) { (void)v; return (c1(c) + c2(c, 3) + (int)c3(c) + (int)c4(c, 5)) & 0; }
-"""
-
-
 @pytest.mark.parametrize("opt", ["-O2", "-O3"])
 def test_cold_functions_stay_aligned(tmp_path, a64_plugin, opt):
     """GCC packs cold functions into .text.unlikely without aligning them
     to 8 (the control, without the plugin); every ops slot stays 8-aligned
     anyway."""
-    src = tmp_path / "cold.c"
-    src.write_text(COLD_SOURCE)
-    native = tmp_path / "native.o"
-    run([CC, opt, "-c", src, "-o", native])
-    with open(native, "rb") as f:
-        symtab = ELFFile(f).get_section_by_name(".symtab")
-        assert any(symtab.get_symbol_by_name(n)[0]["st_value"] % 8 for n in ("c2", "c3", "c4"))
+    src = ftpadtest.cold_source(tmp_path, CC, opt)
     obj, exe = build(tmp_path, src, [opt])
     sites = check_program(obj, exe)
     assert {"c1", "c2", "c3", "c4"} <= {s.name for s in sites}
