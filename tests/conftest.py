@@ -21,6 +21,14 @@ def libftpad():
     return ftpadtest.LIBFTPAD_SO
 
 
+@pytest.fixture(scope="session")
+def rmc():
+    """recordmcount-ng in the build tree."""
+    if not ftpadtest.RECORDMCOUNT.exists():
+        pytest.fail(f"{ftpadtest.RECORDMCOUNT} is missing: run `make` first")
+    return ftpadtest.RECORDMCOUNT
+
+
 def require_tool(name):
     path = shutil.which(name)
     if path is None:

@@ -153,7 +153,6 @@ def relocations(path, skip=("__mcount_loc",)):
 
 
 SRC = ftpadtest.ROOT / "tests" / "src" / "recordmcount"
-RMC = ftpadtest.RECORDMCOUNT
 
 # name: (compiler, flags, how many calls in .entry.text/.noinstr.text become NOPs)
 # i386 objects are REL: the call's rel32 holds the addend -4, so Linux (and
@@ -190,13 +189,6 @@ TRACED = 6
 @pytest.fixture(scope="module")
 def reference():
     return reference_recordmcount()
-
-
-@pytest.fixture(scope="module")
-def rmc():
-    if not RMC.exists():
-        pytest.fail(f"{RMC} is missing: run `make` first")
-    return RMC
 
 
 def compile_obj(tmp_path, target, extra=(), src=SRC / "funcs.c", name="funcs.o"):

@@ -28,7 +28,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
 import ftpadtest
-from test_recordmcount import (RMC, SRC, TRACED, mcount_entries, reference_recordmcount,
+from test_recordmcount import (SRC, TRACED, mcount_entries, reference,  # noqa: F401
                                section_facts, two_copies)
 
 # The kernel's mips code flags (arch/mips/Makefile): no PIC, no $gp.
@@ -58,18 +58,6 @@ MIPS_NOP = 0
 MIPS_JALR_V1 = 0x0060f809
 MIPS_LUI_V1 = 0x3c030000
 MIPS_SP_PUSH = (0x27bdfff8, 0x67bdfff8)    # addiu sp,sp,-8 (o32); daddiu sp,sp,-8 (o64)
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return reference_recordmcount()
-
-
-@pytest.fixture(scope="module")
-def rmc():
-    if not RMC.exists():
-        pytest.fail(f"{RMC} is missing: run `make` first")
-    return RMC
 
 
 def need(tool):

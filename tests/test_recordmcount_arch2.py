@@ -15,7 +15,7 @@ import pytest
 
 import ftpadtest
 from test_recordmcount import (SRC, TRACED, mcount_entries, reference, relocations,  # noqa: F401
-                               rmc, section_facts, two_copies)
+                               section_facts, two_copies)
 
 TRACED_SECTIONS = {".init.text", ".sched.text"}
 UNTRACED = [".entry.text", ".noinstr.text"]

@@ -17,19 +17,11 @@ from ftpadtest import A64_PLUGIN, PLUGIN, ROOT, run
 
 SRC = ROOT / "tests" / "src" / "recordmcount"
 TRACED = SRC / "ftpad_traced.c"
-RMC = ftpadtest.RECORDMCOUNT
 A64_CC = "aarch64-linux-gnu-gcc-12"
 NOTRACE_PFE = "-DNOTRACE=__attribute__((patchable_function_entry(0, 0)))"
 NOTRACE_PG = "-DNOTRACE=__attribute__((no_instrument_function))"
 PADDED = {"t_add", "t_hidden", "t_weak", "t_seven", "t_outer", "t_run"}
 EVERY = PADDED | {"t_untraced"}
-
-
-@pytest.fixture(scope="module")
-def rmc():
-    if not RMC.exists():
-        pytest.fail(f"{RMC} is missing: run `make` first")
-    return RMC
 
 
 # name: (compiler, flags, what to run on the object first, functions with a

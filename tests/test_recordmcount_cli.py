@@ -17,13 +17,6 @@ NOT_ELF = "{}: error: recordmcount-ng: not an ELF file"
 NO_FILE = "{}: error: recordmcount-ng: cannot open: No such file or directory"
 
 
-@pytest.fixture(scope="module")
-def rmc():
-    if not ftpadtest.RECORDMCOUNT.exists():
-        pytest.fail(f"{ftpadtest.RECORDMCOUNT} is missing: run `make` first")
-    return ftpadtest.RECORDMCOUNT
-
-
 def rmc_run(rmc, *args, cwd=None):
     return ftpadtest.run([rmc, *args], check=False, cwd=cwd)
 

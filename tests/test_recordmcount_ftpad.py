@@ -28,7 +28,6 @@ from ftpadtest import (BUILD, FLAG_BTI, FLAG_ENDBR, FLAG_MOV_X9, INCLUDE, NOP5, 
 SRC = ROOT / "tests" / "src"
 TRACED = SRC / "recordmcount" / "ftpad_traced.c"
 DRIVER = SRC / "recordmcount" / "ftpad_driver.c"
-RMC = ftpadtest.RECORDMCOUNT
 NOTRACE_PFE = "-DNOTRACE=__attribute__((patchable_function_entry(0, 0)))"
 NOTRACE_PG = "-DNOTRACE=__attribute__((no_instrument_function))"
 # What t_run(5) calls, in order: (function, its caller, first argument).
@@ -86,13 +85,6 @@ A64 = {
                          ["-fpatchable-function-entry=4,2", "-mbranch-protection=standard",
                           NOTRACE_PFE], 2, True, None),
 }
-
-
-@pytest.fixture(scope="module")
-def rmc():
-    if not RMC.exists():
-        pytest.fail(f"{RMC} is missing: run `make` first")
-    return RMC
 
 
 @pytest.fixture(scope="module")

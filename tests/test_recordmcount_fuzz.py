@@ -23,7 +23,6 @@ from elftools.elf.elffile import ELFFile
 import ftpadtest
 from ftpadtest import A64_PLUGIN, INCLUDE, PLUGIN, ROOT, run
 
-RMC = ftpadtest.RECORDMCOUNT
 SOURCES = ROOT / "recordmcount"
 TRACED = ROOT / "tests" / "src" / "recordmcount" / "ftpad_traced.c"
 FUNCS = ROOT / "tests" / "src" / "recordmcount" / "funcs.c"
@@ -32,13 +31,6 @@ A64_CC = "aarch64-linux-gnu-gcc-12"
 # every mode.
 FUZZ_SECONDS = 30
 MODES = {"dropin": [], "ftpad": ["--format=ftpad"], "check": ["--check"], "list": ["--list"]}
-
-
-@pytest.fixture(scope="module")
-def rmc():
-    if not RMC.exists():
-        pytest.fail(f"{RMC} is missing: run `make` first")
-    return RMC
 
 
 @pytest.fixture(scope="module")
