@@ -19,7 +19,7 @@ from elftools.elf.elffile import ELFFile
 from ftpadtest import (A64_BTI_C, A64_NOP, ENDBR64, FLAG_KERNEL, INCLUDE, NOP5, RECORDMCOUNT,
                        Image, run)
 from test_clang_pass import CLANG_PLUGIN, clang_flags
-from test_gcc_plugin_kernel import records
+from test_gcc_plugin_kernel import check_arm64_count, records
 
 SRC = pathlib.Path(__file__).parent / "src" / "kernel_like.c"
 X86 = dict(cc=["clang-14"], flags=["-fno-pie", "-mcmodel=kernel", "-mno-red-zone",
@@ -228,15 +228,7 @@ def test_arm64_every_count(tmp_path, clang_plugin, before, after, ops):
     native_obj, plugin_obj = compile_pair(
         tmp_path, A64, ["-O2", "-mbranch-protection=standard"], native,
         dict(before=before, after=after, ops=ops))
-    want, _ = records(native_obj, "__patchable_function_entries")
-    got, _ = records(plugin_obj, "__patchable_function_entries")
-    assert len(got) == len(want) == len(TRACED)
-    if ops and before % 2:
-        assert all((off + 4 * before) % 8 == 0 for _, off in got), got
-        assert any((off + 4 * before) % 8 for _, off in want), "clang kept the literal aligned"
-        return
-    assert code_sections(native_obj) == code_sections(plugin_obj)
-    assert got == want
+    check_arm64_count(native_obj, plugin_obj, before, ops, len(TRACED), "clang")
 
 
 def test_arm64_call_ops_literal_aligned_at_Os(tmp_path, clang_plugin):
