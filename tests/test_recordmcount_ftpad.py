@@ -24,6 +24,7 @@ from elftools.elf.elffile import ELFFile
 import ftpadtest
 from ftpadtest import (BUILD, FLAG_BTI, FLAG_ENDBR, FLAG_MOV_X9, INCLUDE, NOP5, ROOT, Image,
                        run)
+from test_comdat import LINKERS, surviving_functions
 
 SRC = ROOT / "tests" / "src"
 TRACED = SRC / "recordmcount" / "ftpad_traced.c"
@@ -300,7 +301,6 @@ def test_records_follow_the_plugin_rules(tmp_path, rmc):
             assert size == 0 and flags & SH_FLAGS.SHF_EXCLUDE
 
 
-LINKERS = ["bfd", "gold", "lld"]
 GC = {"nogc": ([], []), "gc": (["-ffunction-sections"], ["-Wl,--gc-sections"])}
 CXX = {
     "g++": (["g++"], ["-fpatchable-function-entry=5"], []),
@@ -308,12 +308,6 @@ CXX = {
     "aarch64-g++": (["aarch64-linux-gnu-g++-12"], ["-fpatchable-function-entry=2"],
                     ["qemu-aarch64"]),
 }
-
-
-def surviving_functions(image):
-    mine = {"main", "_Z6from_ai", "_Z6from_bi", "_Z13shared_inlinei",
-            "_Z12shared_twiceIiET_S0_", "_Z8unused_bi"}
-    return {name for name in image.functions() if name in mine}
 
 
 @pytest.mark.parametrize("gc", GC)
