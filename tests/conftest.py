@@ -34,3 +34,9 @@ def require_tool(name):
     if path is None:
         pytest.fail(f"{name} is not installed: scripts/install-deps.sh installs it")
     return path
+
+
+def require_kernel_tools(*extra):
+    """What every kernel build needs (tests/kbuild/kernel.py), and EXTRA."""
+    for tool in ("make", "flex", "bison", "bc", *extra):
+        require_tool(tool)

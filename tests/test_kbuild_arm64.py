@@ -16,15 +16,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "kbuild"))
 import ftpadtest  # noqa: E402
 import kernel  # noqa: E402
 import vmlinux  # noqa: E402
-from conftest import require_tool  # noqa: E402
+from conftest import require_kernel_tools, require_tool  # noqa: E402
 
 NOP = bytes.fromhex("1f2003d5")
 
 
 @pytest.fixture(scope="module")
 def stock():
-    for tool in ("make", "flex", "bison", "bc", "aarch64-linux-gnu-gcc"):
-        require_tool(tool)
+    require_kernel_tools("aarch64-linux-gnu-gcc")
     return kernel.stock_build("arm64")
 
 

@@ -31,13 +31,12 @@ import ftpadtest  # noqa: E402
 import kernel  # noqa: E402
 import rmcompare  # noqa: E402
 import vmlinux  # noqa: E402
-from conftest import require_tool  # noqa: E402
+from conftest import require_kernel_tools, require_tool  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def stock():
-    for tool in ("make", "flex", "bison", "bc", "mips-linux-gnu-gcc"):
-        require_tool(tool)
+    require_kernel_tools("mips-linux-gnu-gcc")
     return kernel.stock_build("mips")
 
 

@@ -16,7 +16,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "kbuild"))
 import ftpadtest  # noqa: E402
 import kernel  # noqa: E402
 import vmlinux  # noqa: E402
-from conftest import require_tool  # noqa: E402
+from conftest import require_kernel_tools, require_tool  # noqa: E402
 
 NOP = bytes.fromhex("1f2003d5")
 ARCH = "arm64-Os"
@@ -24,8 +24,7 @@ ARCH = "arm64-Os"
 
 @pytest.fixture(scope="module")
 def patched_config():
-    for tool in ("make", "flex", "bison", "bc", "patch", "aarch64-linux-gnu-gcc"):
-        require_tool(tool)
+    require_kernel_tools("patch", "aarch64-linux-gnu-gcc")
     if not ftpadtest.A64_PLUGIN.exists():
         pytest.fail(f"{ftpadtest.A64_PLUGIN} is missing: run `make` first")
     return kernel.build(ARCH, "patched", ftpadtest.A64_PLUGIN, patched=True,
@@ -34,8 +33,7 @@ def patched_config():
 
 @pytest.fixture(scope="module")
 def patched():
-    for tool in ("make", "flex", "bison", "bc", "patch", "aarch64-linux-gnu-gcc"):
-        require_tool(tool)
+    require_kernel_tools("patch", "aarch64-linux-gnu-gcc")
     if not ftpadtest.A64_PLUGIN.exists():
         pytest.fail(f"{ftpadtest.A64_PLUGIN} is missing: run `make` first")
     return kernel.build(ARCH, "patched", ftpadtest.A64_PLUGIN, patched=True)

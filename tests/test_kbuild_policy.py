@@ -35,7 +35,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "kbuild"))
 import kernel  # noqa: E402
 import rmcompare  # noqa: E402
 import vmlinux  # noqa: E402
-from conftest import require_tool  # noqa: E402
+from conftest import require_kernel_tools, require_tool  # noqa: E402
 
 MIN_INSNS = 10
 EXCLUDED_SECTIONS = (".init.text", ".noinstr.text", ".entry.text")
@@ -45,8 +45,7 @@ SELFTEST_FUNCS = ("trace_selftest_dynamic_test_func", "trace_selftest_dynamic_te
 
 @pytest.fixture(scope="module")
 def stock():
-    for tool in ("make", "flex", "bison", "bc", "patch"):
-        require_tool(tool)
+    require_kernel_tools("patch")
     return kernel.stock_build("x86_64")
 
 

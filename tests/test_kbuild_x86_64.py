@@ -17,15 +17,14 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "kbuild"))
 import kernel  # noqa: E402
 import vmlinux  # noqa: E402
-from conftest import require_tool  # noqa: E402
+from conftest import require_kernel_tools, require_tool  # noqa: E402
 
 ENDBR64 = bytes.fromhex("f30f1efa")
 NOP5 = bytes.fromhex("0f1f440000")
 
 @pytest.fixture(scope="module")
 def stock():
-    for tool in ("make", "flex", "bison", "bc"):
-        require_tool(tool)
+    require_kernel_tools()
     return kernel.stock_build("x86_64")
 
 

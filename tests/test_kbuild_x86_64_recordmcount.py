@@ -36,13 +36,12 @@ import ftpadtest  # noqa: E402
 import kernel  # noqa: E402
 import rmcompare  # noqa: E402
 import vmlinux  # noqa: E402
-from conftest import require_tool  # noqa: E402
+from conftest import require_kernel_tools  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def forced():
-    for tool in ("make", "flex", "bison", "bc"):
-        require_tool(tool)
+    require_kernel_tools()
     return kernel.rmc_build("x86_64")
 
 
