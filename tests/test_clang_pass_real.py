@@ -10,14 +10,14 @@ the builds depend on the plugin and are never cached."""
 import collections
 import json
 import pathlib
-import re
 import statistics
 
 import capstone
 import pytest
 
-from ftpadtest import ENDBR64, FTPAD_BIN, Image, run
-from test_binutils_build import CRT, build_binutils, source  # noqa: F401 (a fixture)
+from ftpadtest import ENDBR64, Image, run
+from test_binutils_build import CRT, build_binutils, check_readelf_traced
+from test_binutils_build import source  # noqa: F401 (a fixture)
 from test_clang_pass import CLANG_PLUGIN, check_site, clang_plugin  # noqa: F401
 
 
@@ -63,18 +63,7 @@ def test_built_tools_match_debians(clang_binutils, program, args, target):
 
 
 def test_built_readelf_traced(clang_binutils, tmp_path, libftpad):
-    out, _, _ = clang_binutils
-    trace = tmp_path / "trace.txt"
-    readelf = out / "binutils" / "readelf"
-    p = run([FTPAD_BIN, "record", "--filter", "process_*", "-o", trace, "--",
-             readelf, "-hS", "/bin/ls"])
-    assert p.stdout == run(["readelf", "-hS", "/bin/ls"]).stdout
-    lines = trace.read_text().splitlines()
-    assert any(re.fullmatch(r"readelf-\d+ process_section_headers <-process_object", l)
-               for l in lines), lines
-    m = re.fullmatch(r"ftpad: (\d+) sites found, (\d+) sites enabled, (\d+) calls seen",
-                     lines[-1])
-    assert m and int(m.group(2)) > 0 and int(m.group(3)) == len(lines) - 1
+    check_readelf_traced(clang_binutils[0], tmp_path)
 
 
 def real_instructions(binaries):
