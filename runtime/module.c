@@ -224,7 +224,7 @@ static void warn_site(const struct ftpad_module *mod, const struct ftpad_site *s
 static bool in_code(const struct ftpad_module *mod, const struct ftpad_segment **last,
 		    uintptr_t addr, size_t len)
 {
-	if (*last && addr >= (*last)->lo && len <= (*last)->hi - addr)
+	if (*last && addr >= (*last)->lo && addr < (*last)->hi && len <= (*last)->hi - addr)
 		return true;
 	if (!in_exec_segment(mod, addr, len))
 		return false;

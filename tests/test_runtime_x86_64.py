@@ -112,16 +112,23 @@ def test_sites_found_in_pie_and_shared_library(progs):
     for path, prefix in ((progs / "rt_main", "t_"), (progs / "libpads.so", "so_")):
         with ftpadtest.Image(path) as image:
             assert image.elf["e_type"] == "ET_DYN"  # PIE, or shared object
-            assert sorted(s.entry for s in image.sites()) == sorted(
+            # Every function's record, and the stray one of a "function"
+            # in .data (pads_x86_64.S) last.
+            sites = image.sites()
+            assert sorted(s.entry for s in sites[:-1]) == sorted(
                 image.functions()[prefix + f][0] for f in FUNCS)
+            assert sites[-1].name == prefix + "stray"
     p = rt(progs, "trace", "-")
-    # Two modules, 9 good sites each; each module's broken site is refused.
+    # Two modules, 9 good sites each; each module's broken site is refused,
+    # and so is its stray record, although the record before it was code.
     assert stats(p.stdout, "before") == (2, 18, 0)
     assert stats(p.stdout, "enabled") == (2, 18, 18)
     assert stats(p.stdout, "after") == (2, 18, 0)
     for prefix in ("t_", "so_"):
         assert re.search(rf"warning: ftpad: {prefix}bad: the site is not the 5-byte NOP "
                          r"0f 1f 44 00 00; not patched", p.stderr), p.stderr
+        assert re.search(rf"warning: ftpad: {prefix}stray: its addresses are outside the "
+                         r"module's code; not patched", p.stderr), p.stderr
 
 
 @pytest.mark.parametrize("globs", [

@@ -167,6 +167,33 @@
 	END F(bad)
 
 /*
+ * A record of a "function" in .data, after the records of real ones: the
+ * runtime must refuse it (not code), even with the code segment of the
+ * record before it at hand.
+ */
+	.macro STRAY name
+	.data
+	.p2align 4
+.L\name:
+	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.pushsection __ftpad_sites, "a", @progbits
+	.p2align 3
+.L\name\()_rec:
+	.long .L\name - .L\name\()_rec
+	.long .L\name - (.L\name\()_rec + 4)
+	.long 0
+	.long .L\name\()_str - (.L\name\()_rec + 12)
+	.byte 1, 1, 0, 5, 5, 0
+	.short 0
+	.popsection
+	.pushsection __ftpad_names, "a", @progbits
+.L\name\()_str:
+	.asciz "\name"
+	.popsection
+	.text
+	.endm
+
+/*
  * void check_regs(void *out, void *echo): not padded.  Loads regs_expected
  * into the argument registers, rax, r10 and xmm0-7, and calls echo(out)
  * (echo_regs or echo_regs_noslot), so the caller can check that the
@@ -253,5 +280,7 @@ F(regs_expected):
 	.quad 0xe0e0e0e0e0e0e0e0, 0xe1e1e1e1e1e1e1e1, 0xf0f0f0f0f0f0f0f0, 0xf1f1f1f1f1f1f1f1
 	.quad 0x0102030405060708, 0x1112131415161718, 0x2122232425262728, 0x3132333435363738
 	.size F(regs_expected), . - F(regs_expected)
+
+	STRAY F(stray)
 
 	.section .note.GNU-stack, "", @progbits
