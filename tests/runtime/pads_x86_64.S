@@ -42,7 +42,11 @@
 	.if (\after) - 5
 	.skip (\after) - 5, 0x90
 	.endif
+	RECORD \name, \endbr, \slot, \named, \before, \after
+	.endm
 
+/* The record of .L<name> (its site at .L<name>_site, its slot at .L<name>_slot). */
+	.macro RECORD name, endbr, slot, named, before, after
 	.pushsection __ftpad_sites, "a", @progbits
 	.p2align 3
 .L\name\()_rec:
@@ -175,21 +179,9 @@
 	.data
 	.p2align 4
 .L\name:
+.L\name\()_site:
 	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
-	.pushsection __ftpad_sites, "a", @progbits
-	.p2align 3
-.L\name\()_rec:
-	.long .L\name - .L\name\()_rec
-	.long .L\name - (.L\name\()_rec + 4)
-	.long 0
-	.long .L\name\()_str - (.L\name\()_rec + 12)
-	.byte 1, 1, 0, 5, 5, 0
-	.short 0
-	.popsection
-	.pushsection __ftpad_names, "a", @progbits
-.L\name\()_str:
-	.asciz "\name"
-	.popsection
+	RECORD \name, endbr=0, slot=0, named=1, before=0, after=5
 	.text
 	.endm
 
