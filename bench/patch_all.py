@@ -102,23 +102,23 @@ static double three_writes_us(void)
 {
 	static char buf[128 * 1024];
 	unsigned long range[2] = { 0, 0 };
-	int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	int fd, ok = 1;
 	double t0;
 	dl_iterate_phdr(exec_segment, range);
-	if (fd < 0 || !range[0])
+	fd = range[0] ? open("/proc/self/mem", O_RDWR | O_CLOEXEC) : -1;
+	if (fd < 0)
 		return -1;
 	t0 = now_us();
-	for (int pass = 0; pass < 3; pass++) {
-		for (unsigned long a = range[0]; a < range[1]; a += sizeof(buf)) {
+	for (int pass = 0; ok && pass < 3; pass++) {
+		for (unsigned long a = range[0]; ok && a < range[1]; a += sizeof(buf)) {
 			size_t n = range[1] - a < sizeof(buf) ? range[1] - a : sizeof(buf);
 			memcpy(buf, (const void *)a, n);
-			if (pwrite(fd, buf, n, (off_t)a) != (ssize_t)n)
-				return -1;
+			ok = pwrite(fd, buf, n, (off_t)a) == (ssize_t)n;
 		}
 	}
 	t0 = now_us() - t0;
 	close(fd);
-	return t0;
+	return ok ? t0 : -1;
 }
 #endif
 int main(int argc, char **argv)
