@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * alloc.c - memory for the runtime's own tables, straight from mmap, and a
- * sort that needs no memory.
+ * sort and a search of sorted addresses that need no memory.
  *
  * libftpad never calls malloc: the very early tracer (early.c) discovers
  * sites and patches them before any constructor runs, when a program's own
@@ -96,4 +96,21 @@ void ftpad_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, cons
 		swap(b, b + end * size, size);
 		sift_down(b, 0, end, size, cmp);
 	}
+}
+
+bool ftpad_sorted_has(const uintptr_t *v, size_t n, uintptr_t x)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] == x)
+			return true;
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
 }

@@ -36,23 +36,6 @@ static uintptr_t ips[MAX_IPS]; /* sorted: the functions FTPAD_FILTER selects */
 static size_t nips;
 static int state;              /* 0 never, 1 tracing, 2 handed over */
 
-static bool wanted(uintptr_t ip)
-{
-	size_t lo = 0, hi = nips;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ips[mid] == ip)
-			return true;
-		if (ips[mid] < ip)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
 /* The callback: a filtered, lock-free append. */
 static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
 		   struct ftpad_regs *regs)
@@ -60,7 +43,7 @@ static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *
 	unsigned int i;
 
 	(void)ops, (void)regs;
-	if (!wanted(ip))
+	if (!ftpad_sorted_has(ips, nips, ip))
 		return;
 	i = __atomic_fetch_add(&nentries, 1, __ATOMIC_RELAXED);
 	if (i >= MAX_ENTRIES)

@@ -138,6 +138,8 @@ void *ftpad_alloc(size_t size) FTPAD_HIDDEN;
 void *ftpad_realloc(void *block, size_t size) FTPAD_HIDDEN;
 void ftpad_free(void *block) FTPAD_HIDDEN;
 void ftpad_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) FTPAD_HIDDEN;
+/* Whether x is one of the n sorted addresses v (async-signal-safe). */
+bool ftpad_sorted_has(const uintptr_t *v, size_t n, uintptr_t x) FTPAD_HIDDEN;
 
 /* log.c */
 void ftpad_log(enum ftpad_log_level level, const char *fmt, ...)

@@ -88,23 +88,6 @@ static pid_t current_tid(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-bool ftpad_sorted_has(const uintptr_t *v, size_t n, uintptr_t x)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] == x)
-			return true;
-		if (v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
 /* ---- the handler, in every other thread ---- */
 
 static struct stopped_thread *find_thread(struct stop *s, pid_t tid)

@@ -88,7 +88,4 @@ int ftpad_threads_confirm(struct ftpad_stop_failure *why) FTPAD_HIDDEN;
  */
 unsigned long ftpad_threads_release(void) FTPAD_HIDDEN;
 
-/* Whether x is one of the n sorted addresses v (async-signal-safe). */
-bool ftpad_sorted_has(const uintptr_t *v, size_t n, uintptr_t x) FTPAD_HIDDEN;
-
 #endif /* FTPAD_QUIESCE_H */
