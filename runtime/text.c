@@ -81,6 +81,29 @@ static uintptr_t page_size(void)
 	return size;
 }
 
+/* [*lo, *hi) widened to whole pages, as mprotect() takes them. */
+static void whole_pages(uintptr_t *lo, uintptr_t *hi)
+{
+	uintptr_t page = page_size();
+
+	*lo &= ~(page - 1);
+	*hi = (*hi + page - 1) & ~(page - 1);
+}
+
+/* The pages [lo, hi) back to prot after a write; an error says so, as the
+ * code is left writable. */
+static int protect_back(uintptr_t lo, uintptr_t hi, int prot)
+{
+	int err;
+
+	if (mprotect((void *)lo, hi - lo, prot) == 0)
+		return 0;
+	err = -errno;
+	ftpad_warn("ftpad: error: cannot restore the protection of %#lx-%#lx: %s\n",
+		   (unsigned long)lo, (unsigned long)hi, ftpad_strerror(err));
+	return err;
+}
+
 static enum method forced_method(void)
 {
 	const char *env = getenv("FTPAD_TEXT_WRITE");
@@ -165,20 +188,28 @@ static size_t run_end(const struct writer *w, size_t i, size_t n, size_t max_byt
 	return i;
 }
 
-static int run_procmem(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi)
+/* The run [lo, hi), assembled in run_buf, through /proc/self/mem
+ * (pwrite_code()). */
+static int commit_procmem(uintptr_t lo, uintptr_t hi)
 {
-	struct ftpad_poke p;
 	int fd = open_mem();
 
 	if (fd < 0)
 		return fd;
+	return pwrite_code(fd, run_buf, hi - lo, lo);
+}
+
+static int run_procmem(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi)
+{
+	struct ftpad_poke p;
+
 	memcpy(run_buf, (const void *)lo, hi - lo);
 	for (; i < j; i++) {
 		piece(w, i, &p);
 		if (p.len)
 			memcpy(run_buf + (p.addr - lo), p.bytes, p.len);
 	}
-	return pwrite_code(fd, run_buf, hi - lo, lo);
+	return commit_procmem(lo, hi);
 }
 
 static void store(const struct ftpad_poke *p)
@@ -207,11 +238,9 @@ static void store(const struct ftpad_poke *p)
 static int run_mprotect(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi,
 			int prot)
 {
-	uintptr_t page = page_size();
 	struct ftpad_poke p;
 
-	lo &= ~(page - 1);
-	hi = (hi + page - 1) & ~(page - 1);
+	whole_pages(&lo, &hi);
 	if (mprotect((void *)lo, hi - lo, prot | PROT_WRITE) < 0)
 		return -errno;
 	for (; i < j; i++) {
@@ -219,14 +248,7 @@ static int run_mprotect(const struct writer *w, size_t i, size_t j, uintptr_t lo
 		if (p.len)
 			store(&p);
 	}
-	if (mprotect((void *)lo, hi - lo, prot) < 0) {
-		int err = -errno;
-
-		ftpad_warn("ftpad: error: cannot restore the protection of %#lx-%#lx: %s\n",
-			   (unsigned long)lo, (unsigned long)hi, ftpad_strerror(err));
-		return err;
-	}
-	return 0;
+	return protect_back(lo, hi, prot);
 }
 
 /*
@@ -297,8 +319,8 @@ static int write_run(const struct writer *w, size_t i, size_t j, uintptr_t lo, u
 
 /*
  * Through /proc/self/mem in one pass over the items: each run assembled in
- * run_buf as it is found, and written (pwrite_code()).  Returns 0, or the error of
- * the run that failed, starting at item *at.
+ * run_buf as it is found, and written (pwrite_code()).  Returns 0, or the
+ * error of the run that failed, starting at item *at.
  */
 static int procmem_pass(const struct writer *w, size_t n, size_t *at)
 {
@@ -399,50 +421,31 @@ bool ftpad_text_direct(void)
 
 int ftpad_text_unprotect(uintptr_t lo, uintptr_t hi, int prot, bool writable)
 {
-	uintptr_t page = page_size();
-	int err;
+	int err = 0;
 
-	lo &= ~(page - 1);
-	hi = (hi + page - 1) & ~(page - 1);
-	if (mprotect((void *)lo, hi - lo, writable ? prot | PROT_WRITE : prot) == 0)
-		return 0;
-	err = -errno;
-	if (writable)
+	whole_pages(&lo, &hi);
+	if (!writable) {
+		err = protect_back(lo, hi, prot);
+	} else if (mprotect((void *)lo, hi - lo, prot | PROT_WRITE) < 0) {
+		err = -errno;
 		ftpad_warn("ftpad: error: cannot write code: /proc/self/mem: not tried; mprotect: %s\n",
 			   strerror(-err));
-	else
-		ftpad_warn("ftpad: error: cannot restore the protection of %#lx-%#lx: %s\n",
-			   (unsigned long)lo, (unsigned long)hi, ftpad_strerror(err));
-	return err == -EACCES ? err : -EPERM;
-}
-
-/* The run [lo, hi) through /proc/self/mem (pwrite_code()). */
-static int commit_procmem(uintptr_t lo, uintptr_t hi)
-{
-	int fd = open_mem();
-
-	if (fd < 0)
-		return fd;
-	return pwrite_code(fd, run_buf, hi - lo, lo);
+	}
+	return !err || err == -EACCES ? err : -EPERM;
 }
 
 /* The run by mprotect of its pages and a copy (the same bytes as through
  * /proc/self/mem, so just as safe), then the protection back. */
 static int commit_mprotect(uintptr_t lo, uintptr_t hi, int prot)
 {
-	uintptr_t page = page_size(), plo = lo & ~(page - 1), phi = (hi + page - 1) & ~(page - 1);
-	int err;
+	uintptr_t plo = lo, phi = hi;
 
+	whole_pages(&plo, &phi);
 	if (mprotect((void *)plo, phi - plo, prot | PROT_WRITE) < 0)
 		return -errno;
 	memcpy((void *)lo, run_buf, hi - lo);
 	__builtin___clear_cache((char *)lo, (char *)hi);
-	if (mprotect((void *)plo, phi - plo, prot) == 0)
-		return 0;
-	err = -errno;
-	ftpad_warn("ftpad: error: cannot restore the protection of %#lx-%#lx: %s\n",
-		   (unsigned long)plo, (unsigned long)phi, ftpad_strerror(err));
-	return err;
+	return protect_back(plo, phi, prot);
 }
 
 /* The writer's run [lo, hi) from run_buf. */
