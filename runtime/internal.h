@@ -337,12 +337,16 @@ struct ftpad_thread_slot {
 	unsigned long w;     /* see above */
 	int *errno_ptr;      /* the owner's errno */
 	unsigned long guard; /* FTPAD_OPS_FL_RECURSION callbacks running on the owner */
-	int owned;           /* atomic: a live thread owns the slot */
+	int owner;           /* atomic: the owner's tid; 0: free */
 } __attribute__((aligned(64)));
 extern __thread struct ftpad_thread_slot *ftpad_slot
 	__attribute__((tls_model("initial-exec"))) FTPAD_HIDDEN;
-/* The calling thread's slot, claimed without malloc; NULL if none can be had. */
+/* The calling thread's slot, claimed without malloc (also in a signal
+ * handler); NULL if none can be had. */
 struct ftpad_thread_slot *ftpad_claim_slot(void) FTPAD_HIDDEN;
+/* The slots held, free or not: they grow with the threads that dispatch
+ * at the same time, not with all that ever did. */
+unsigned long ftpad_grace_slots(void) FTPAD_HIDDEN;
 /* Return once every thread that was dispatching when it was called is out. */
 void ftpad_grace_wait(void) FTPAD_HIDDEN;
 /* The same, unless a thread stays in its dispatch for more than a few

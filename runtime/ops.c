@@ -443,6 +443,7 @@ int ftpad_get_stats(struct ftpad_stats *st)
 	ftpad_reclaim(false);
 	unlock();
 	s.traps = __atomic_load_n(&ftpad_traps, __ATOMIC_RELAXED);
+	s.thread_slots = ftpad_grace_slots();
 	s.sz = st->sz;
 	memcpy(st, &s, st->sz < sizeof(s) ? st->sz : sizeof(s));
 	return 0;

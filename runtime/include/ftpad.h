@@ -297,6 +297,10 @@ struct ftpad_stats {
 	unsigned long sites;     /* valid sites in them (rejected ones excluded) */
 	unsigned long enabled;   /* sites currently patched to call a trampoline */
 	unsigned long traps;     /* calls that hit a site mid-patch and were emulated */
+	/* Per-thread dispatch state held (64 bytes each), in use or free: it
+	 * grows with the threads that dispatch at the same time, not with all
+	 * that ever did (the slots of threads gone are reused). */
+	unsigned long thread_slots;
 };
 
 /**

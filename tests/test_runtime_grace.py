@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: MIT
+"""Grace periods and per-thread slots under unfriendly programs (issue 18):
+claiming a thread's slot never allocates, and slots do not pile up as
+threads come and go.
+The programs are tests/runtime/grace_*.c, built with the plugin; those
+whose code aarch64 shares also run under qemu-aarch64."""
+import pathlib
+import re
+import shutil
+
+import pytest
+
+from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, run
+
+SRC = pathlib.Path(__file__).parent / "runtime"
+LIBDIR = BUILD / "runtime"
+A64_CC = "aarch64-linux-gnu-gcc-12"
+A64_LIBDIR = LIBDIR / "aarch64"
+A64_SYSROOT = "/usr/aarch64-linux-gnu"
+EDEADLK, ETIMEDOUT = 35, 110
+
+
+@pytest.fixture(scope="module")
+def grace(plugin, libftpad, tmp_path_factory):
+    d = tmp_path_factory.mktemp("grace")
+    for prog in ("grace_slots",):
+        extra = [f"-L{d}", "-lgrace_fail_lib", f"-Wl,-rpath,{d}"] if prog == "grace_fail" else []
+        run(["gcc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={plugin}",
+             f"-I{INCLUDE}", SRC / f"{prog}.c", *extra, f"-L{LIBDIR}", "-lftpad",
+             f"-Wl,-rpath,{LIBDIR}", "-o", d / prog])
+    return d
+
+
+@pytest.fixture(scope="module")
+def grace_a64(tmp_path_factory):
+    """The programs whose paths aarch64 shares, for qemu-aarch64."""
+    for tool in (A64_CC, "qemu-aarch64"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
+    for p in (A64_PLUGIN, A64_LIBDIR / "libftpad.so"):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
+    d = tmp_path_factory.mktemp("grace_a64")
+    for prog in ("grace_slots",):
+        run([A64_CC, "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={A64_PLUGIN}",
+             f"-I{INCLUDE}", SRC / f"{prog}.c", "-pie", f"-L{A64_LIBDIR}", "-lftpad",
+             f"-Wl,-rpath,{A64_LIBDIR}", "-o", d / prog])
+    return d
+
+
+def qemu(exe, *args):
+    return run(["qemu-aarch64", "-L", A64_SYSROOT, exe, *args])
+
+
+def fields(line):
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", line)}
+
+
+@pytest.mark.parametrize("mode", ["signal", "alloc"])
+def test_claiming_a_slot_never_allocates(grace, mode):
+    """Defect 7: with 40 pthread keys made first, a thread whose first
+    traced call is in a signal handler, or in an allocator holding its
+    lock, gets its slot without malloc, calloc or realloc (the program's
+    own abort otherwise)."""
+    f = fields(run([grace / "grace_slots", mode]).stdout)
+    # 32 threads: 2 traced calls each, or at least 1 calloc each.
+    assert f["calls"] == 64 if mode == "signal" else f["calls"] >= 32
+
+
+@pytest.mark.parametrize("mode", ["signal", "alloc"])
+def test_claiming_a_slot_never_allocates_aarch64(grace_a64, mode):
+    f = fields(qemu(grace_a64 / "grace_slots", mode).stdout)
+    assert f["calls"] == 64 if mode == "signal" else f["calls"] >= 32
+
+
+def test_slots_of_threads_gone_are_reused(grace):
+    """2000 threads, 8 at a time, each with a traced call: the slots held
+    stay the first chunk's 256 (those of threads gone are taken back)."""
+    assert fields(run([grace / "grace_slots", "churn"]).stdout) == {"calls": 2000,
+                                                                      "slots": 256}
+
+
+def test_slots_of_threads_gone_are_reused_aarch64(grace_a64):
+    assert fields(qemu(grace_a64 / "grace_slots", "churn").stdout) == {"calls": 2000,
+                                                                         "slots": 256}
