@@ -16,6 +16,18 @@
  * read the old pointer had entered before, and the membarrier makes that
  * visible; a thread that enters later reads the new pointer.
  *
+ * Waiting sleeps.  After a few yields (enough for a dispatch that runs),
+ * the writer sets the slot's futex word `waiters`, runs membarrier again
+ * and, if the thread is still inside, sleeps on that word; the thread's
+ * outermost exit, which reads `waiters` right after its store to w, wakes
+ * it.  The membarrier is what makes that store-then-load safe without a
+ * fence on the thread's side (liburcu's urcu-memb does the same): either
+ * the thread's exit was visible to the writer's check after it, or the
+ * thread's load comes after it and sees the flag.  So the hot path pays one
+ * load and a branch not taken; a callback that blocks for seconds costs the
+ * writer nothing but a wake-up every WAIT_SLICE to look again (and to stop
+ * waiting for a thread that died inside a callback).
+ *
  * Slots are claimed without malloc and given back without a thread-exit
  * hook: pthread_setspecific() allocates once the key's index is 32 or more
  * (glibc's second-level array), and a claim happens on a thread's first
@@ -30,11 +42,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -48,11 +63,17 @@ struct chunk {
 
 #define FIRST_SLOTS 256
 #define CHUNK_BYTES (64 * 1024)
+/* Yields before sleeping: a dispatch that runs is out by then. */
+#define SPIN_YIELDS 4
+/* A sleeping writer looks again this often, whatever wakes it. */
+#define WAIT_SLICE_NS 100000000L
 
 static struct ftpad_thread_slot first_slots[FIRST_SLOTS]; /* .bss: no page until used */
 static struct chunk first_chunk = { .slots = first_slots, .n = FIRST_SLOTS };
 static struct chunk *chunks = &first_chunk; /* atomic head */
 static int reclaiming;                      /* atomic: a claim is taking slots back */
+/* Until when ftpad_grace_wait() may wait; tv_sec < 0: no limit.  Under ftpad_lock. */
+static struct timespec deadline = { .tv_sec = -1 };
 
 __thread struct ftpad_thread_slot *ftpad_slot __attribute__((tls_model("initial-exec")));
 
@@ -208,61 +229,133 @@ unsigned long ftpad_grace_slots(void)
 	return n;
 }
 
-/* Wait until the slot leaves the dispatch it was in when its word was w,
- * yielding at most tries times; whether it did. */
-static bool wait_slot(const struct ftpad_thread_slot *slot, unsigned long tries)
+void ftpad_grace_wake(struct ftpad_thread_slot *t)
 {
-	unsigned long w = __atomic_load_n(&slot->w, __ATOMIC_ACQUIRE), now;
+	int saved_errno = errno;
+
+	if (__atomic_exchange_n(&t->waiters, 0, __ATOMIC_RELAXED))
+		syscall(SYS_futex, &t->waiters, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	errno = saved_errno;
+}
+
+void ftpad_grace_set_deadline(const struct timespec *until)
+{
+	deadline = until ? *until : (struct timespec){ .tv_sec = -1 };
+}
+
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Whether the slot left the dispatch it was in when its word was w. */
+static bool left(const struct ftpad_thread_slot *slot, unsigned long w)
+{
+	unsigned long now = __atomic_load_n(&slot->w, __ATOMIC_ACQUIRE);
+
+	return !(now & FTPAD_DEPTH_MASK) || (now ^ w) >= FTPAD_GEN_ONE;
+}
+
+/*
+ * Sleep until the owner of slot leaves the dispatch it was in at w, or
+ * the deadline passes (false).  The owner's exit wakes us (see above);
+ * every WAIT_SLICE_NS we look anyway, also at whether the owner died
+ * inside a callback (it will never leave it, but it runs nothing either).
+ */
+static bool sleep_on(struct ftpad_thread_slot *slot, unsigned long w)
+{
+	bool out = false;
+
+	while (!(out = left(slot, w))) {
+		pid_t owner = __atomic_load_n(&slot->owner, __ATOMIC_RELAXED);
+		struct timespec now, until;
+
+		__atomic_store_n(&slot->waiters, 1, __ATOMIC_RELAXED);
+		ftpad_text_sync_cores();
+		if (left(slot, w) || !owner || thread_gone(getpid(), owner)) {
+			out = true;
+			break;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (deadline.tv_sec >= 0 && !before(&now, &deadline))
+			break;
+		until = now;
+		until.tv_nsec += WAIT_SLICE_NS;
+		if (until.tv_nsec >= 1000000000L)
+			until.tv_sec++, until.tv_nsec -= 1000000000L;
+		if (deadline.tv_sec >= 0 && before(&deadline, &until))
+			until = deadline;
+		/* Returns at once if the owner cleared the word meanwhile. */
+		syscall(SYS_futex, &slot->waiters, FUTEX_WAIT_BITSET_PRIVATE, 1, &until, NULL,
+			FUTEX_BITSET_MATCH_ANY);
+	}
+	__atomic_store_n(&slot->waiters, 0, __ATOMIC_RELAXED);
+	return out;
+}
+
+/* Wait until the slot leaves the dispatch it is in: a few yields, then,
+ * with sleep, until it does or the deadline passes; whether it did. */
+static bool wait_slot(struct ftpad_thread_slot *slot, bool sleep)
+{
+	unsigned long w = __atomic_load_n(&slot->w, __ATOMIC_ACQUIRE);
 
 	if (!(w & FTPAD_DEPTH_MASK))
 		return true;
-	for (;;) {
-		now = __atomic_load_n(&slot->w, __ATOMIC_ACQUIRE);
-		if (!(now & FTPAD_DEPTH_MASK) || (now ^ w) >= FTPAD_GEN_ONE)
-			return true;
-		if (!tries--)
-			return false;
+	for (int i = 0; i < SPIN_YIELDS; i++) {
 		sched_yield();
+		if (left(slot, w))
+			return true;
 	}
+	return sleep && sleep_on(slot, w);
 }
 
-static bool grace(unsigned long tries)
+static bool grace(bool sleep)
 {
+	int saved_errno = errno;
+	bool ok = true;
+
 	/* Make every running thread's slot stores visible before reading them. */
 	ftpad_text_sync_cores();
-	for (struct chunk *c = __atomic_load_n(&chunks, __ATOMIC_ACQUIRE); c; c = c->next) {
+	for (struct chunk *c = __atomic_load_n(&chunks, __ATOMIC_ACQUIRE); c && ok; c = c->next) {
 		unsigned int n = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
 
-		for (unsigned int i = 0; i < n; i++)
-			if (&c->slots[i] != ftpad_slot && !wait_slot(&c->slots[i], tries))
-				return false;
+		for (unsigned int i = 0; i < n && ok; i++)
+			if (&c->slots[i] != ftpad_slot)
+				ok = wait_slot(&c->slots[i], sleep);
 	}
-	return true;
+	errno = saved_errno;
+	return ok;
 }
 
-void ftpad_grace_wait(void)
+bool ftpad_grace_wait(void)
 {
-	grace(~0ul);
+	return grace(true);
 }
 
 bool ftpad_grace_try(void)
 {
 	/* Enough for dispatches that are running; not for a callback that
 	 * blocks, nor for a thread preempted in one. */
-	return grace(4);
+	return grace(false);
 }
 
 /* The child of fork has one thread: the others' slots mean nothing there,
- * and this one's has a new tid. */
+ * this one's has a new tid, and no call of the parent's is waiting. */
 void ftpad_grace_fork_child(void)
 {
-	for (struct chunk *c = chunks; c; c = c->next)
-		for (unsigned int i = 0; i < c->used; i++)
-			if (&c->slots[i] != ftpad_slot)
-				c->slots[i].owner = 0, c->slots[i].w = 0;
+	for (struct chunk *c = chunks; c; c = c->next) {
+		for (unsigned int i = 0; i < c->used; i++) {
+			struct ftpad_thread_slot *s = &c->slots[i];
+
+			s->waiters = 0;
+			if (s != ftpad_slot)
+				s->owner = 0, s->w = 0;
+		}
+	}
 	if (ftpad_slot)
 		ftpad_slot->owner = gettid();
 	reclaiming = 0;
+	ftpad_grace_set_deadline(NULL);
 }
 
 int ftpad_recursion_trylock(void)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "ftpad.h"
 #include "ftpad_site.h"
@@ -338,6 +339,7 @@ struct ftpad_thread_slot {
 	int *errno_ptr;      /* the owner's errno */
 	unsigned long guard; /* FTPAD_OPS_FL_RECURSION callbacks running on the owner */
 	int owner;           /* atomic: the owner's tid; 0: free */
+	int waiters;         /* atomic futex word: a writer sleeps until the owner is out */
 } __attribute__((aligned(64)));
 extern __thread struct ftpad_thread_slot *ftpad_slot
 	__attribute__((tls_model("initial-exec"))) FTPAD_HIDDEN;
@@ -347,12 +349,18 @@ struct ftpad_thread_slot *ftpad_claim_slot(void) FTPAD_HIDDEN;
 /* The slots held, free or not: they grow with the threads that dispatch
  * at the same time, not with all that ever did. */
 unsigned long ftpad_grace_slots(void) FTPAD_HIDDEN;
-/* Return once every thread that was dispatching when it was called is out. */
-void ftpad_grace_wait(void) FTPAD_HIDDEN;
+/* ftpad_grace_wait() gives up at until (CLOCK_MONOTONIC); NULL: never.
+ * Under ftpad_lock, for one call (ftpad_unregister_ops_timeout()). */
+void ftpad_grace_set_deadline(const struct timespec *until) FTPAD_HIDDEN;
+/* Return once every thread that was dispatching when it was called is
+ * out (true), sleeping meanwhile; false if the deadline passed first. */
+bool ftpad_grace_wait(void) FTPAD_HIDDEN;
 /* The same, unless a thread stays in its dispatch for more than a few
  * yields: then false, and no grace period can be assumed. */
 bool ftpad_grace_try(void) FTPAD_HIDDEN;
 void ftpad_grace_fork_child(void) FTPAD_HIDDEN;
+/* For ftpad_exit(): a writer sleeps on t; wake it. */
+void ftpad_grace_wake(struct ftpad_thread_slot *t) FTPAD_HIDDEN;
 
 /*
  * Every dispatch is bracketed by these.  ftpad_enter() returns NULL (and
@@ -381,8 +389,16 @@ static inline struct ftpad_thread_slot *ftpad_enter(void)
 
 static inline void ftpad_exit(struct ftpad_thread_slot *t)
 {
+	unsigned long w;
+
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	__atomic_fetch_sub(&t->w, 1, __ATOMIC_RELEASE);
+	w = __atomic_fetch_sub(&t->w, 1, __ATOMIC_RELEASE);
+	/* Read after the store (the writer's membarrier orders the two, see
+	 * grace.c); set only while a writer sleeps on this thread. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__builtin_expect(__atomic_load_n(&t->waiters, __ATOMIC_RELAXED), 0) &&
+	    (w & FTPAD_DEPTH_MASK) == 1)
+		ftpad_grace_wake(t);
 }
 
 /* Whether this thread is inside a callback (or a lookup). */
@@ -432,7 +448,10 @@ struct ftpad_entries {
 /* Dispatches to every registered ops that traces the function. */
 extern struct ftpad_ops ftpad_list_ops FTPAD_HIDDEN;
 
-/* patch.c: make every site match the registered ops; under ftpad_lock. */
+/* patch.c: make every site match the registered ops; under ftpad_lock.
+ * -ETIMEDOUT when a deadline is set (ftpad_grace_set_deadline()) and
+ * passes before the slots of sites turned off can get their NOPs back:
+ * those sites are off, and keep their pointer in their slot meanwhile. */
 int ftpad_update_sites(void) FTPAD_HIDDEN;
 /* For the arch, between the steps of a batch: a grace period, if one can
  * be had without waiting for long (ftpad_grace_try()); whether it was. */
@@ -440,8 +459,10 @@ bool ftpad_sites_quiesce(void) FTPAD_HIDDEN;
 /* In a child forked in the middle of an update: the state from the code. */
 void ftpad_sites_resync(void) FTPAD_HIDDEN;
 /* Free what was replaced, after a grace period: when anything was replaced,
- * or always with force (an ops was unregistered).  Under ftpad_lock. */
-void ftpad_reclaim(bool force) FTPAD_HIDDEN;
+ * or always with force (an ops was unregistered).  Under ftpad_lock.
+ * Whether it had its grace period (false: the deadline of
+ * ftpad_grace_set_deadline() passed; the rest is freed next time). */
+bool ftpad_reclaim(bool force) FTPAD_HIDDEN;
 /* A pointer dispatching threads may hold was just unpublished: the next
  * ftpad_reclaim() must wait for a grace period even if one just ended. */
 void ftpad_note_unpublished(void) FTPAD_HIDDEN;

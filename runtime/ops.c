@@ -171,11 +171,22 @@ static void busy(long delta)
 		__atomic_fetch_add(&t->w, delta * (long)FTPAD_BUSY_ONE, __ATOMIC_RELAXED);
 }
 
-/* Take the lock and keep this thread's own calls out of callbacks meanwhile. */
+/* Take the lock and keep this thread's own calls out of callbacks
+ * meanwhile; give up at until (CLOCK_MONOTONIC; NULL: never). */
+static int lock_until(const struct timespec *until)
+{
+	int err = until ? pthread_mutex_clocklock(&ftpad_lock, CLOCK_MONOTONIC, until)
+			: pthread_mutex_lock(&ftpad_lock);
+
+	if (err)
+		return -err;
+	busy(1);
+	return 0;
+}
+
 static void lock(void)
 {
-	pthread_mutex_lock(&ftpad_lock);
-	busy(1);
+	lock_until(NULL);
 }
 
 static void unlock(void)
@@ -192,7 +203,8 @@ static bool is_registered(const struct ftpad_ops *ops)
 	return false;
 }
 
-static void unlink_ops(struct ftpad_ops *ops)
+/* Unlink the registered ops; where it was linked. */
+static struct ftpad_ops **unlink_ops(struct ftpad_ops *ops)
 {
 	struct ftpad_ops **pp = &registered;
 
@@ -202,6 +214,7 @@ static void unlink_ops(struct ftpad_ops *ops)
 	__atomic_store_n(pp, ops->internal.next, __ATOMIC_RELEASE);
 	ftpad_note_unpublished();
 	ops->flags &= ~FTPAD_OPS_FL_ENABLED;
+	return pp;
 }
 
 /* Only one IPMODIFY ops may trace a function: two redirects cannot both win. */
@@ -260,25 +273,78 @@ out:
 	return err;
 }
 
-int ftpad_unregister_ops(struct ftpad_ops *ops)
+/* ops, unlinked from *pp by unlink_ops() under the lock held since, goes
+ * back where it was, and its sites back to calling it. */
+static void relink_ops(struct ftpad_ops *ops, struct ftpad_ops **pp)
 {
+	__atomic_store_n(pp, ops, __ATOMIC_RELEASE);
+	ops->flags |= FTPAD_OPS_FL_ENABLED;
+	if (ftpad_update_sites())
+		ftpad_warn("ftpad: unregister timed out, and some of the ops' sites could not be "
+			   "enabled again: they stay off until the next change\n");
+}
+
+/* The end of a wait of timeout_ms from now (CLOCK_MONOTONIC). */
+static struct timespec deadline_in(long timeout_ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += timeout_ms / 1000;
+	t.tv_nsec += timeout_ms % 1000 * 1000000L;
+	if (t.tv_nsec >= 1000000000L)
+		t.tv_sec++, t.tv_nsec -= 1000000000L;
+	return t;
+}
+
+/*
+ * Unregister, waiting at most until *until (NULL: no limit) for the lock
+ * and for the callbacks in flight.  When that passes, ops goes back: a
+ * caller that gives up on waiting must still be able to keep it.
+ */
+static int unregister(struct ftpad_ops *ops, const struct timespec *until)
+{
+	struct ftpad_ops **pp;
 	int err;
 
 	if (!ops)
 		return -EINVAL;
 	if (in_callback())
 		return -EDEADLK;
-	lock();
+	err = lock_until(until);
+	if (err)
+		return err;
 	err = -ENOENT;
 	if (!is_registered(ops))
 		goto out;
-	unlink_ops(ops);
+	pp = unlink_ops(ops);
+	ftpad_grace_set_deadline(until);
 	err = ftpad_update_sites();
 	/* No thread can reach ops any more; wait for those that still hold it. */
-	ftpad_reclaim(true);
+	if (!ftpad_reclaim(true) || err == -ETIMEDOUT) {
+		/* Enabling sites needs no grace period: the deadline stays. */
+		relink_ops(ops, pp);
+		err = -ETIMEDOUT;
+	}
+	ftpad_grace_set_deadline(NULL);
 out:
 	unlock();
 	return err;
+}
+
+int ftpad_unregister_ops(struct ftpad_ops *ops)
+{
+	return unregister(ops, NULL);
+}
+
+int ftpad_unregister_ops_timeout(struct ftpad_ops *ops, long timeout_ms)
+{
+	struct timespec until;
+
+	if (timeout_ms < 0)
+		return unregister(ops, NULL);
+	until = deadline_in(timeout_ms);
+	return unregister(ops, &until);
 }
 
 /* The next glob of a list: *len bytes at the returned start (blanks

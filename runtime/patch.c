@@ -74,20 +74,22 @@ void ftpad_note_unpublished(void)
 	clean = false;
 }
 
-static void grace(void)
+static bool grace(void)
 {
-	ftpad_grace_wait();
+	if (!ftpad_grace_wait())
+		return false;
 	clean = true;
+	return true;
 }
 
-void ftpad_reclaim(bool force)
+bool ftpad_reclaim(bool force)
 {
 	struct ftpad_entries *e = retired;
 
 	if (!force && !e && !ftpad_modules_unloaded())
-		return;
-	if (!clean)
-		grace();
+		return true;
+	if (!clean && !grace())
+		return false;
 	ftpad_modules_free_unloaded();
 	retired = NULL;
 	while (e) {
@@ -96,6 +98,7 @@ void ftpad_reclaim(bool force)
 		ftpad_free(e);
 		e = next;
 	}
+	return true;
 }
 
 /* What a site should be (for site_change()). */
@@ -690,7 +693,8 @@ static int clear_slots(size_t n)
 		return -ENOMEM;
 	/* No thread that saw one of these sites call is still dispatching;
 	 * later ones find the NOP and never read the slot. */
-	grace();
+	if (!grace())
+		return -ETIMEDOUT;
 	ftpad_for_each_site(m, s) {
 		if (!unslotted(s) || k == n)
 			continue;

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Grace periods and per-thread slots under unfriendly programs (issue 18):
-claiming a thread's slot never allocates, and slots do not pile up as
-threads come and go.
+an unregister that waits for a callback sleeps, and can be given a
+timeout; claiming a thread's slot never allocates, and slots do not pile
+up as threads come and go.
 The programs are tests/runtime/grace_*.c, built with the plugin; those
 whose code aarch64 shares also run under qemu-aarch64."""
 import pathlib
@@ -23,7 +24,7 @@ EDEADLK, ETIMEDOUT = 35, 110
 @pytest.fixture(scope="module")
 def grace(plugin, libftpad, tmp_path_factory):
     d = tmp_path_factory.mktemp("grace")
-    for prog in ("grace_slots",):
+    for prog in ("grace_sleep", "grace_slots"):
         extra = [f"-L{d}", "-lgrace_fail_lib", f"-Wl,-rpath,{d}"] if prog == "grace_fail" else []
         run(["gcc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={plugin}",
              f"-I{INCLUDE}", SRC / f"{prog}.c", *extra, f"-L{LIBDIR}", "-lftpad",
@@ -41,7 +42,7 @@ def grace_a64(tmp_path_factory):
         if not p.exists():
             pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
     d = tmp_path_factory.mktemp("grace_a64")
-    for prog in ("grace_slots",):
+    for prog in ("grace_sleep", "grace_slots"):
         run([A64_CC, "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={A64_PLUGIN}",
              f"-I{INCLUDE}", SRC / f"{prog}.c", "-pie", f"-L{A64_LIBDIR}", "-lftpad",
              f"-Wl,-rpath,{A64_LIBDIR}", "-o", d / prog])
@@ -54,6 +55,68 @@ def qemu(exe, *args):
 
 def fields(line):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", line)}
+
+
+def check_sleeping_unregister(stdout):
+    f = fields(stdout)
+    assert f["unregister"] == 0 and f["done"] == 1, stdout
+    # It did wait for the 1.5 s callback...
+    assert f["wall_ms"] >= 1000, stdout
+    # ... asleep: a busy wait spends about all of that on the CPU.
+    assert f["cpu_ms"] * 5 < f["wall_ms"], stdout
+
+
+def test_unregister_sleeps_while_a_callback_sleeps(grace):
+    """Defect 6: the unregistering thread's CPU time while it waits 1.5 s
+    for a callback is a small part of the wait."""
+    check_sleeping_unregister(run([grace / "grace_sleep", "cpu"]).stdout)
+
+
+def test_unregister_sleeps_aarch64(grace_a64):
+    """The same through aarch64's C dispatch path, whose exit wakes."""
+    check_sleeping_unregister(qemu(grace_a64 / "grace_sleep", "cpu").stdout)
+
+
+def test_callback_exit_wakes_the_sleeping_unregister(grace):
+    """The thread leaving the callback wakes the unregister (FUTEX_WAKE on
+    the slot's word, from the trampoline's fast path), rather than the
+    unregister finding out at its next periodic look."""
+    if shutil.which("strace") is None:
+        pytest.fail("strace is not installed: scripts/install-deps.sh installs it")
+    p = run(["strace", "-f", "-e", "trace=futex", "-e", "signal=none",
+             grace / "grace_sleep", "cpu"])
+    waits = re.findall(r"\[pid +(\d+)\] futex\((0x[0-9a-f]+), FUTEX_WAIT_BITSET_PRIVATE, 1,",
+                       p.stderr)
+    assert waits, p.stderr
+    waiter, word = waits[0]
+    wakes = re.findall(rf"\[pid +(\d+)\] futex\({word}, FUTEX_WAKE_PRIVATE, ", p.stderr)
+    assert wakes and all(pid != waiter for pid in wakes), p.stderr
+
+
+TIMEOUT_LINES = [
+    "before: registered=1,1 enabled=2 traced=2",
+    f"timeout 200={-ETIMEDOUT}",
+    f"timeout 0={-ETIMEDOUT}",
+    "done=0",
+    "timed out: registered=1,1 enabled=2 traced=2",
+    f"lock: timeout 100={-ETIMEDOUT}",
+    "unregister=0 done=1",
+    "after: registered=0,1 enabled=1 traced=1",
+    "timeout 1000=0",
+    "end: registered=0,0 enabled=0 traced=0",
+]
+
+
+def test_unregister_timeout(grace):
+    """Defect 6: ftpad_unregister_ops_timeout() while a callback sleeps
+    returns -ETIMEDOUT, and the ops stays registered, its sites enabled and
+    calling it; waiting for the lock, held by an unregister that waits,
+    times out the same way; later unregisters work."""
+    assert run([grace / "grace_sleep", "timeout"]).stdout.splitlines() == TIMEOUT_LINES
+
+
+def test_unregister_timeout_aarch64(grace_a64):
+    assert qemu(grace_a64 / "grace_sleep", "timeout").stdout.splitlines() == TIMEOUT_LINES
 
 
 @pytest.mark.parametrize("mode", ["signal", "alloc"])

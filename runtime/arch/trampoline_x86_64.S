@@ -21,8 +21,10 @@
  *    dispatch in assembly: enter (one add to this thread's slot word),
  *    check that the site is still a call, take its struct ftpad_site from
  *    the slot and call ops->internal.call(ip, parent_ip, ops, regs) with
- *    errno kept.  Anything unusual (no slot claimed yet, nested or busy,
- *    the site mid-patch) goes to the C path below instead.
+ *    errno kept, and exit (one sub, then a writer waiting for a grace
+ *    period is woken if the slot says one sleeps, as internal.h's
+ *    ftpad_exit() does).  Anything unusual (no slot claimed yet, nested
+ *    or busy, the site mid-patch) goes to the C path below instead.
  *  - ftpad_trampoline_0 and _1 (no ops slot) and those fallbacks call
  *    ftpad_trampoline_entry() in C.
  *  - ftpad_trampoline_regs (FTPAD_OPS_FL_SAVE_REGS) saves and restores
@@ -58,6 +60,7 @@
 #define FRAME 304       /* a multiple of 16: the calls below see an aligned stack */
 
 #define T_ERRNO 8       /* struct ftpad_thread_slot: errno_ptr */
+#define T_WAITERS 28    /* struct ftpad_thread_slot: waiters */
 #define OPS_CALL 56     /* struct ftpad_ops: internal.call */
 #define ENTER 0x1000001 /* an outermost dispatch: FTPAD_GEN_ONE + 1 */
 #define NOT_FAST 0xffffff /* FTPAD_BUSY_MASK | FTPAD_DEPTH_MASK */
@@ -192,8 +195,17 @@ FUNC \name
 	movl R_ERRNO(%rsp), %edx
 	movl %edx, (%rax)
 3:	subq $1, (%r11)
+	cmpl $0, T_WAITERS(%r11)  /* a writer sleeps until we are out: grace.c */
+	jne 4f
+	EPILOGUE
+4:	movq %r11, %rdi
+	call ftpad_grace_wake
 	EPILOGUE
 1:	subq $1, (%r11)           /* mid-patch: C takes the site by address */
+	cmpl $0, T_WAITERS(%r11)
+	je 2f
+	movq %r11, %rdi
+	call ftpad_grace_wake
 2:	CALL_C $\kind
 	EPILOGUE
 	.cfi_endproc

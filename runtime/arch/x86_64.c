@@ -30,6 +30,7 @@ _Static_assert(offsetof(struct ftpad_regs, vec) == 160, "trampoline_x86_64.S R_X
 _Static_assert(sizeof(struct ftpad_regs) == 288, "trampoline_x86_64.S FRAME");
 _Static_assert(offsetof(struct ftpad_site, ops) == 0, "trampoline_x86_64.S: desc->ops");
 _Static_assert(offsetof(struct ftpad_thread_slot, errno_ptr) == 8, "trampoline_x86_64.S T_ERRNO");
+_Static_assert(offsetof(struct ftpad_thread_slot, waiters) == 28, "trampoline_x86_64.S T_WAITERS");
 _Static_assert(offsetof(struct ftpad_ops, internal.call) == 56, "trampoline_x86_64.S OPS_CALL");
 _Static_assert(FTPAD_GEN_ONE + 1 == 0x1000001 && FTPAD_BUSY_MASK == 0xff0000 &&
 	       FTPAD_DEPTH_MASK == 0xffff, "trampoline_x86_64.S slot word");

@@ -167,14 +167,32 @@ FTPAD_API int ftpad_register_ops(struct ftpad_ops *ops);
  * When it returns 0, no thread is running ops->func any more and none will
  * call it again: it waits for a grace period, until every thread that was
  * inside a callback (of any ops) when the sites were switched off has left
- * it.  So it blocks while a callback blocks, and the ops and its private
- * data may be freed or reused as soon as it returns.  The calling thread
- * itself must not be inside a callback (-EDEADLK).
+ * it.  So it waits while a callback blocks (asleep: after a few yields it
+ * sleeps on a futex that the callback's thread wakes as it leaves; see
+ * ftpad_unregister_ops_timeout() to bound the wait), and the ops and its
+ * private data may be freed or reused as soon as it returns.  In a
+ * callback: -EDEADLK (it would wait for itself).
  *
  * @return 0; -EINVAL for NULL; -ENOENT if ops is not registered; -EDEADLK
  * from a callback; the text write errors of ftpad_register_ops().
  */
 FTPAD_API int ftpad_unregister_ops(struct ftpad_ops *ops);
+
+/**
+ * @brief **ftpad_unregister_ops_timeout()** is ftpad_unregister_ops() that
+ * waits at most timeout_ms milliseconds (for the library's lock, held by
+ * another thread's call, and for the callbacks in flight), or without
+ * limit when timeout_ms is negative.
+ *
+ * When the time passes, the ops is put back: it stays registered, its
+ * sites call it again (calls made in between were not traced), and it
+ * must stay valid; a later unregister works as usual.  A callback that
+ * never returns thus cannot hang the caller, nor can one that blocks
+ * longer than the caller is willing to wait.
+ *
+ * @return as ftpad_unregister_ops(), or -ETIMEDOUT: still registered.
+ */
+FTPAD_API int ftpad_unregister_ops_timeout(struct ftpad_ops *ops, long timeout_ms);
 
 /**
  * @brief **ftpad_set_filter()** selects the functions ops traces by name.
