@@ -261,9 +261,12 @@ int ftpad_register_ops(struct ftpad_ops *ops)
 	__atomic_store_n(pp, ops, __ATOMIC_RELEASE);
 	err = ftpad_update_sites();
 	if (err) {
-		/* Put every site back the way the remaining ops want it. */
+		/* Put every site back the way the remaining ops want it.  Sites
+		 * written before the failure may have called ops meanwhile: the
+		 * caller may free it once this returns, as after unregistering. */
 		unlink_ops(ops);
 		ftpad_update_sites();
+		ftpad_reclaim(true);
 		goto out;
 	}
 	ops->flags |= FTPAD_OPS_FL_ENABLED;

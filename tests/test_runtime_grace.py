@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Grace periods and per-thread slots under unfriendly programs (issue 18):
-an unregister that waits for a callback sleeps, and can be given a
-timeout; claiming a thread's slot never allocates, and slots do not pile
-up as threads come and go.
+a register that fails waits for the callbacks it let run; an unregister
+that waits for a callback sleeps, and can be given a timeout; claiming a
+thread's slot never allocates, and slots do not pile up as threads come
+and go.
 The programs are tests/runtime/grace_*.c, built with the plugin; those
 whose code aarch64 shares also run under qemu-aarch64."""
 import pathlib
@@ -24,7 +25,9 @@ EDEADLK, ETIMEDOUT = 35, 110
 @pytest.fixture(scope="module")
 def grace(plugin, libftpad, tmp_path_factory):
     d = tmp_path_factory.mktemp("grace")
-    for prog in ("grace_sleep", "grace_slots"):
+    run(["gcc", "-O2", f"-fplugin={plugin}", "-shared", "-fPIC", SRC / "grace_fail_lib.c",
+         "-o", d / "libgrace_fail_lib.so"])
+    for prog in ("grace_fail", "grace_sleep", "grace_slots"):
         extra = [f"-L{d}", "-lgrace_fail_lib", f"-Wl,-rpath,{d}"] if prog == "grace_fail" else []
         run(["gcc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={plugin}",
              f"-I{INCLUDE}", SRC / f"{prog}.c", *extra, f"-L{LIBDIR}", "-lftpad",
@@ -55,6 +58,21 @@ def qemu(exe, *args):
 
 def fields(line):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", line)}
+
+
+def test_failed_register_returns_after_its_callbacks(grace):
+    """Defect 4: seccomp refuses writes to the program's text only, so each
+    register enables lib_work()'s site, then fails on the program's; a
+    thread calling lib_work() runs into the slow callback meanwhile.  The
+    error is returned only once no callback of that ops runs: none is seen
+    running after it, although the caller frees the ops at once."""
+    p = run([grace / "grace_fail"])
+    f = fields(p.stdout)
+    assert f["refused"] == f["rounds"] == 40, p.stdout
+    # The scenario happened: callbacks ran during the failing registers.
+    assert f["calls"] > 0, p.stdout
+    assert f["late"] == 0, p.stdout
+    assert "cannot write code" in p.stderr
 
 
 def check_sleeping_unregister(stdout):

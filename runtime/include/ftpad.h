@@ -156,7 +156,10 @@ struct ftpad_pt_regs {
  * every other thread stopped by SIGRTMAX - 4, and one could not be
  * stopped (it blocks that signal; see docs/runtime.md).  On error
  * nothing is left registered and the text is as before (such MOVs
- * excepted, which are harmless).
+ * excepted, which are harmless), and, as after ftpad_unregister_ops(), no
+ * callback of ops is running or will run: sites enabled before the
+ * failure may have called it, and the error is returned only after a
+ * grace period, so the ops may be freed at once.
  */
 FTPAD_API int ftpad_register_ops(struct ftpad_ops *ops);
 
