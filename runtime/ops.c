@@ -501,6 +501,9 @@ int ftpad_get_stats(struct ftpad_stats *st)
 
 	if (!st || st->sz < sizeof(st->sz))
 		return -EINVAL;
+	/* The lock's holder may be waiting for this very callback to end. */
+	if (in_callback())
+		return -EDEADLK;
 	lock();
 	ftpad_modules_refresh();
 	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next) {

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""Grace periods and per-thread slots under unfriendly programs (issue 18):
-a register that fails waits for the callbacks it let run; an unregister
-that waits for a callback sleeps, and can be given a timeout; claiming a
+"""Grace periods and per-thread slots under unfriendly programs (issue 18,
+defects 4-7): a register that fails waits for the callbacks it let run;
+every call from a callback works or returns -EDEADLK; an unregister that
+waits for a callback sleeps, and can be given a timeout; claiming a
 thread's slot never allocates, and slots do not pile up as threads come
-and go.
-The programs are tests/runtime/grace_*.c, built with the plugin; those
-whose code aarch64 shares also run under qemu-aarch64."""
+and go.  The programs are tests/runtime/grace_*.c, built with the plugin;
+those whose code aarch64 shares also run under qemu-aarch64."""
 import pathlib
 import re
 import shutil
@@ -27,7 +27,7 @@ def grace(plugin, libftpad, tmp_path_factory):
     d = tmp_path_factory.mktemp("grace")
     run(["gcc", "-O2", f"-fplugin={plugin}", "-shared", "-fPIC", SRC / "grace_fail_lib.c",
          "-o", d / "libgrace_fail_lib.so"])
-    for prog in ("grace_fail", "grace_sleep", "grace_slots"):
+    for prog in ("grace_fail", "grace_api", "grace_sleep", "grace_slots"):
         extra = [f"-L{d}", "-lgrace_fail_lib", f"-Wl,-rpath,{d}"] if prog == "grace_fail" else []
         run(["gcc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={plugin}",
              f"-I{INCLUDE}", SRC / f"{prog}.c", *extra, f"-L{LIBDIR}", "-lftpad",
@@ -45,7 +45,7 @@ def grace_a64(tmp_path_factory):
         if not p.exists():
             pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
     d = tmp_path_factory.mktemp("grace_a64")
-    for prog in ("grace_sleep", "grace_slots"):
+    for prog in ("grace_api", "grace_sleep", "grace_slots"):
         run([A64_CC, "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={A64_PLUGIN}",
              f"-I{INCLUDE}", SRC / f"{prog}.c", "-pie", f"-L{A64_LIBDIR}", "-lftpad",
              f"-Wl,-rpath,{A64_LIBDIR}", "-o", d / prog])
@@ -73,6 +73,47 @@ def test_failed_register_returns_after_its_callbacks(grace):
     assert f["calls"] > 0, p.stdout
     assert f["late"] == 0, p.stdout
     assert "cannot write code" in p.stderr
+
+
+CALLS_FROM_CALLBACK = [
+    f"register={-EDEADLK}",
+    f"unregister={-EDEADLK}",
+    f"unregister_timeout={-EDEADLK}",
+    f"set_filter={-EDEADLK}",
+    f"set_notrace={-EDEADLK}",
+    f"get_stats={-EDEADLK}",
+    "lookup_name=g_work",
+    "lookup_symbol=g_work+0x1",
+    "strerror=ok",
+    "set_print=ok",
+    "recursion_trylock=0",
+    "get_argument=3",
+    "get_stack_pointer=ok",
+    "set_ip=-1",
+    "get_pt_regs=(null)",
+    "g_work=17",
+    "outside: unregister=0",
+]
+
+
+def test_every_call_from_a_callback(grace):
+    """Defect 5, the audit: each exported call made from a callback works,
+    or returns -EDEADLK as ftpad.h says; none blocks."""
+    assert run([grace / "grace_api", "calls"]).stdout.splitlines() == CALLS_FROM_CALLBACK
+
+
+def test_get_stats_in_a_callback_while_another_thread_unregisters(grace):
+    """Defect 5: the unregistering thread holds the lock while it waits
+    for the callback, which calls ftpad_get_stats(): -EDEADLK, not a
+    deadlock (the program's alarm would kill it)."""
+    p = run([grace / "grace_api", "stats"])
+    assert p.stdout == f"unregister=0 get_stats_in_callback={-EDEADLK}\n"
+
+
+def test_api_from_a_callback_aarch64(grace_a64):
+    assert qemu(grace_a64 / "grace_api", "calls").stdout.splitlines() == CALLS_FROM_CALLBACK
+    p = qemu(grace_a64 / "grace_api", "stats")
+    assert p.stdout == f"unregister=0 get_stats_in_callback={-EDEADLK}\n"
 
 
 def check_sleeping_unregister(stdout):

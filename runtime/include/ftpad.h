@@ -22,6 +22,16 @@
  * trampoline, which would leave the thread marked as dispatching forever
  * (and ftpad_unregister_ops() waiting for it).
  *
+ * From a callback (or a signal handler that interrupted one), the calls
+ * that change what is traced or read the site tables under the library's
+ * lock return -EDEADLK at once: ftpad_register_ops(),
+ * ftpad_unregister_ops(), ftpad_unregister_ops_timeout(),
+ * ftpad_set_filter(), ftpad_set_notrace(), ftpad_get_stats().  Their
+ * lock's holder may be waiting for that very callback to return.  All the
+ * others work there: the ftpad_regs_*() and ftpad_get_pt_regs() calls
+ * (only there), ftpad_recursion_trylock()/_unlock(), the lookups,
+ * ftpad_strerror() and ftpad_set_print().  Each call's comment says so.
+ *
  * Linking: -lftpad (libftpad.so), or LD_PRELOAD=libftpad.so, or the static
  * libftpad.a.  The built-in tracer (FTPAD_FILTER, FTPAD_OUTPUT) starts from
  * a constructor; a static link that calls no ftpad_* function must pull it
@@ -138,7 +148,7 @@ struct ftpad_pt_regs {
  * on x86_64, a single-instruction NOP/BL write on aarch64; a SIGTRAP
  * handler is installed at the first x86_64 patch and chains to the one
  * installed before it).  Register, unregister and filter calls are
- * serialised by one lock.  Not from inside a callback (-EDEADLK).
+ * serialised by one lock.  In a callback: -EDEADLK.
  * Async-signal-unsafe: it takes a lock and allocates memory.
  *
  * The first call (of any ftpad_* call that needs them) reads the site
@@ -207,9 +217,11 @@ FTPAD_API int ftpad_unregister_ops_timeout(struct ftpad_ops *ops, long timeout_m
  *
  * An ops with an empty filter (the initial state, or reset with "") traces
  * every padded function.  Calling this on a registered ops re-patches.
+ * In a callback: -EDEADLK.
  *
- * @return 0; -EINVAL for NULL arguments; -ENOMEM; the text write errors of
- * ftpad_register_ops() when the ops is registered.
+ * @return 0; -EINVAL for NULL arguments; -ENOMEM; -EDEADLK from a
+ * callback; the text write errors of ftpad_register_ops() when the ops is
+ * registered.
  */
 FTPAD_API int ftpad_set_filter(struct ftpad_ops *ops, const char *globs, int reset);
 
@@ -227,7 +239,7 @@ FTPAD_API int ftpad_set_notrace(struct ftpad_ops *ops, const char *globs, int re
  * argument (from 0) of the traced function.  Arguments past the register
  * ones are read from the caller's stack, so n must be below the number of
  * integer-class arguments the function really has.  Only valid inside the
- * callback that received regs.
+ * callback that received regs (as are all the ftpad_regs_*() calls).
  */
 FTPAD_API unsigned long ftpad_regs_get_argument(struct ftpad_regs *regs, unsigned int n);
 
@@ -272,7 +284,8 @@ FTPAD_API struct ftpad_pt_regs *ftpad_get_pt_regs(struct ftpad_regs *regs);
  * @brief **ftpad_recursion_trylock()** is for callbacks of ops without
  * FTPAD_OPS_FL_RECURSION that call traced functions: it takes this
  * thread's recursion guard, the one FTPAD_OPS_FL_RECURSION uses (Linux's
- * ftrace_test_recursion_trylock()).  Async-signal-safe, never blocks.
+ * ftrace_test_recursion_trylock()).  Async-signal-safe, never blocks,
+ * never allocates; works in callbacks and outside them.
  *
  * @return 0, and the caller must call ftpad_recursion_unlock() before it
  * returns; -EBUSY when the guard is already held on this thread (the
@@ -298,6 +311,8 @@ FTPAD_API const char *ftpad_lookup_name(unsigned long ip);
 /**
  * @brief **ftpad_lookup_symbol()** formats any code address as "func+0xoff"
  * ("func" when off is 0), or as "0x..." when no symbol covers it.
+ * Callable from callbacks, like ftpad_lookup_name() (and it may also call
+ * dladdr(3), which takes the dynamic loader's lock: not async-signal-safe).
  *
  * @return the length of the full string, as snprintf(3) does (the output is
  * truncated to size-1 characters and NUL-terminated when size > 0), or
@@ -308,7 +323,7 @@ FTPAD_API int ftpad_lookup_symbol(unsigned long addr, char *buf, size_t size);
 /**
  * @brief **ftpad_strerror()** describes a negative (or positive) errno
  * returned by this library; text write failures get ftpad's own wording.
- * The string is static.
+ * The string is static.  Works anywhere, callbacks included.
  */
 FTPAD_API const char *ftpad_strerror(int err);
 
@@ -326,7 +341,10 @@ struct ftpad_stats {
 
 /**
  * @brief **ftpad_get_stats()** fills st with as many fields as st->sz covers.
- * @return 0, or -EINVAL when st is NULL or st->sz is smaller than sz itself.
+ * It takes the library's lock (and reads the site tables at its first
+ * call), so in a callback it returns -EDEADLK.
+ * @return 0, -EINVAL when st is NULL or st->sz is smaller than sz itself,
+ * or -EDEADLK from a callback.
  */
 FTPAD_API int ftpad_get_stats(struct ftpad_stats *st);
 
@@ -337,7 +355,8 @@ typedef int (*ftpad_print_fn_t)(enum ftpad_log_level level, const char *fmt, va_
  * @brief **ftpad_set_print()** replaces the log callback and returns the old
  * one; NULL silences the library.  The default prints warnings to stderr
  * (all levels with FTPAD_DEBUG=1 in the environment).  Not thread-safe with
- * respect to concurrent logging: call it before registering ops.
+ * respect to concurrent logging: call it before registering ops.  It only
+ * stores the pointer, so it works in a callback too.
  */
 FTPAD_API ftpad_print_fn_t ftpad_set_print(ftpad_print_fn_t fn);
 
