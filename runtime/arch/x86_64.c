@@ -235,12 +235,19 @@ static int sync_all_cores(void)
 	return err;
 }
 
-/* Someone else's trap: hand it to the action installed before ours. */
+/*
+ * Someone else's trap: hand it to the action installed before ours, with
+ * the mask the kernel would have given it: the interrupted thread's
+ * (uc_sigmask, which sigreturn puts back), its action's, and SIGTRAP
+ * unless SA_NODEFER.  Ours ran with every signal blocked; without the
+ * thread's own mask, a signal it blocks would come inside that handler.
+ */
 static void chain_sigtrap(int sig, siginfo_t *info, void *ctx)
 {
-	sigset_t mask = chained.sa_mask;
+	const ucontext_t *uc = ctx;
+	sigset_t mask;
 
-	/* Ours ran with every signal blocked; theirs gets its own mask. */
+	sigorset(&mask, &uc->uc_sigmask, &chained.sa_mask);
 	if (!(chained.sa_flags & SA_NODEFER))
 		sigaddset(&mask, SIGTRAP);
 	pthread_sigmask(SIG_SETMASK, &mask, NULL);
