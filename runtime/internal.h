@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "ftpad.h"
@@ -316,6 +317,21 @@ int ftpad_text_flush(struct ftpad_text_writer *w, struct ftpad_text_run r) FTPAD
 /* Make every thread of the process execute a core-serializing instruction
  * (membarrier SYNC_CORE) before it runs user code again.  0 or -errno. */
 int ftpad_text_sync_cores(void) FTPAD_HIDDEN;
+
+/* fd.c: a descriptor libftpad keeps open, known by its file, since the
+ * program may close the number and open another file on it. */
+struct ftpad_own_fd {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+};
+/* path opened (O_CLOEXEC added) on a high number; its file recorded in *o,
+ * or with same_file, required to be the one recorded (else -ESTALE).  The
+ * descriptor, or -errno; o->fd is left to the caller. */
+int ftpad_own_fd_open(struct ftpad_own_fd *o, const char *path, int flags, mode_t mode,
+		      bool same_file) FTPAD_HIDDEN;
+/* Whether fd still holds o's file. */
+bool ftpad_own_fd_valid(const struct ftpad_own_fd *o, int fd) FTPAD_HIDDEN;
 
 /*
  * grace.c: see there for the scheme.  A thread's slot word w packs, from

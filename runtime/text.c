@@ -29,20 +29,35 @@
 enum method { M_UNKNOWN, M_PROCMEM, M_MPROTECT };
 
 static enum method method;  /* what worked last; under ftpad_lock */
-static int mem_fd = -1;
-static pid_t mem_pid;       /* a forked child must not write its parent */
-static bool mem_checked;    /* a write through mem_fd was read back */
+/*
+ * /proc/self/mem, kept open between writes, and checked before each one
+ * (fd.c): the number may have been closed and given to a file of the
+ * program's, and in a forked child it is the parent's memory.
+ */
+static struct ftpad_own_fd mem = { .fd = -1 };
+static pid_t mem_pid;       /* whose memory mem.fd writes */
+static bool mem_checked;    /* a write through mem.fd was read back */
 
 static int open_mem(void)
 {
-	if (mem_fd >= 0 && mem_pid == getpid())
-		return mem_fd;
-	if (mem_fd >= 0)
-		close(mem_fd);
-	mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-	mem_pid = getpid();
+	pid_t pid = getpid();
+	bool ours = ftpad_own_fd_valid(&mem, mem.fd);
+	int fd;
+
+	if (ours && mem_pid == pid)
+		return mem.fd;
+	/* The parent's, in a forked child: ours to close.  A number that
+	 * holds another file now is the program's: left alone. */
+	if (ours)
+		close(mem.fd);
+	mem.fd = -1;
+	fd = ftpad_own_fd_open(&mem, "/proc/self/mem", O_RDWR, 0, false);
+	if (fd < 0)
+		return fd;
+	mem.fd = fd;
+	mem_pid = pid;
 	mem_checked = false;
-	return mem_fd < 0 ? -errno : mem_fd;
+	return fd;
 }
 
 static int pwrite_all(int fd, const void *buf, size_t len, uintptr_t addr)
@@ -53,17 +68,27 @@ static int pwrite_all(int fd, const void *buf, size_t len, uintptr_t addr)
 }
 
 /*
- * len bytes of buf to addr through /proc/self/mem.  The first write
- * through a newly opened file is read back and compared, so that a file
- * that takes writes without making them (the wrong process's memory, a
- * kernel that goes its own way) fails loudly; once one write was seen in
- * memory, the rest are trusted: a compare costs as much as the copy that
- * assembled the run, on every round of every batch.
+ * len bytes of buf to addr through /proc/self/mem, its descriptor checked
+ * first (open_mem()).  A signal handler that forks between the check and
+ * the write leaves the child with a write into its parent's memory (the
+ * bytes the parent is writing anyway, in the same step): the child then
+ * writes its own.  The first write through a newly opened file is read
+ * back and compared, so that a file that takes writes without making them
+ * (the wrong process's memory, a kernel that goes its own way) fails
+ * loudly; once one write was seen in memory, the rest are trusted: a
+ * compare costs as much as the copy that assembled the run, on every round
+ * of every batch.
  */
-static int pwrite_code(int fd, const void *buf, size_t len, uintptr_t addr)
+static int pwrite_code(const void *buf, size_t len, uintptr_t addr)
 {
-	int err = pwrite_all(fd, buf, len, addr);
+	int fd, err;
 
+	do {
+		fd = open_mem();
+		if (fd < 0)
+			return fd;
+		err = pwrite_all(fd, buf, len, addr);
+	} while (getpid() != mem_pid);
 	if (err || mem_checked)
 		return err;
 	if (memcmp((const void *)addr, buf, len))
@@ -192,11 +217,7 @@ static size_t run_end(const struct writer *w, size_t i, size_t n, size_t max_byt
  * (pwrite_code()). */
 static int commit_procmem(uintptr_t lo, uintptr_t hi)
 {
-	int fd = open_mem();
-
-	if (fd < 0)
-		return fd;
-	return pwrite_code(fd, run_buf, hi - lo, lo);
+	return pwrite_code(run_buf, hi - lo, lo);
 }
 
 static int run_procmem(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi)
@@ -327,12 +348,8 @@ static int procmem_pass(const struct writer *w, size_t n, size_t *at)
 	struct ftpad_poke p, first = { 0 };
 	uintptr_t lo = 0, hi = 0;
 	size_t start = 0;
-	int fd = open_mem(), err;
+	int err;
 
-	if (fd < 0) {
-		*at = 0;
-		return fd;
-	}
 	for (size_t k = 0; k <= n; k++) {
 		if (k < n) {
 			piece(w, k, &p);
@@ -346,7 +363,7 @@ static int procmem_pass(const struct writer *w, size_t n, size_t *at)
 			}
 		}
 		if (hi) {
-			err = pwrite_code(fd, run_buf, hi - lo, lo);
+			err = pwrite_code(run_buf, hi - lo, lo);
 			if (err) {
 				*at = start;
 				return err;

@@ -30,7 +30,13 @@
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 
-static int out_fd = -1;
+/* Where lines go: stderr, or FTPAD_OUTPUT's file, which the program may
+ * close (closefrom) and reopen another file on: checked before each line. */
+static int out_fd = -1;                   /* atomic */
+static struct ftpad_own_fd out_file;      /* FTPAD_OUTPUT's file, fixed at start */
+static bool out_named;                    /* out_fd is FTPAD_OUTPUT's */
+static char out_path[4096];
+static int out_lost;                      /* atomic: its loss was reported */
 static unsigned long calls;   /* atomic */
 static int stopped;           /* atomic: the summary has been written */
 static struct ftpad_ops tracer_ops;
@@ -58,6 +64,44 @@ static void name_caller(uintptr_t addr, char *buf, size_t size)
 		buf[strcspn(buf, "+")] = 0;
 }
 
+/*
+ * The descriptor to write to: stderr, or FTPAD_OUTPUT's file if out_fd
+ * still holds it.  If not (the program closed the number, and may have
+ * opened a file of its own on it), the file is opened again; a file that
+ * is no longer the one named at start (removed, replaced) gets nothing:
+ * -1, reported once.
+ */
+static int output(void)
+{
+	int fd = __atomic_load_n(&out_fd, __ATOMIC_ACQUIRE), now;
+
+	if (!out_named || ftpad_own_fd_valid(&out_file, fd))
+		return fd;
+	now = ftpad_own_fd_open(&out_file, out_path, O_WRONLY | O_APPEND, 0, true);
+	if (now < 0) {
+		if (!__atomic_exchange_n(&out_lost, 1, __ATOMIC_RELAXED))
+			ftpad_warn("ftpad: error: FTPAD_OUTPUT '%s' was closed, and cannot be "
+				   "opened again: %s; trace lines are dropped\n", out_path,
+				   strerror(-now));
+		return -1;
+	}
+	/* Another thread may have opened it again first: then use its. */
+	if (!__atomic_compare_exchange_n(&out_fd, &fd, now, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		close(now);
+		now = fd;
+	}
+	return now;
+}
+
+static void write_out(const char *line, int len)
+{
+	int fd = output();
+
+	while (fd >= 0 && write(fd, line, len) < 0 && errno == EINTR)
+		;
+}
+
 /* One line, in one write(2). */
 static void write_line(const char *who, int id, unsigned long ip, unsigned long parent_ip)
 {
@@ -72,8 +116,7 @@ static void write_line(const char *who, int id, unsigned long ip, unsigned long 
 		len = sizeof(line) - 1;
 		line[len - 1] = '\n';
 	}
-	while (write(out_fd, line, len) < 0 && errno == EINTR)
-		;
+	write_out(line, len);
 }
 
 static void trace_call(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
@@ -105,8 +148,7 @@ static void write_early(void)
 		len = snprintf(line, sizeof(line),
 			       "ftpad: %zu early calls not recorded: the early buffer was full\n",
 			       dropped);
-		while (write(out_fd, line, len) < 0 && errno == EINTR)
-			;
+		write_out(line, len);
 	}
 }
 
@@ -121,8 +163,7 @@ static void write_summary(void)
 	ftpad_get_stats(&st);
 	len = snprintf(line, sizeof(line), "ftpad: %lu sites found, %lu sites enabled, %lu calls seen\n",
 		       st.sites, st.enabled, __atomic_load_n(&calls, __ATOMIC_RELAXED));
-	while (write(out_fd, line, len) < 0 && errno == EINTR)
-		;
+	write_out(line, len);
 }
 
 /* After every other destructor of the program and of the libraries it uses. */
@@ -142,12 +183,20 @@ static int open_output(void)
 
 	if (!path || !*path)
 		return STDERR_FILENO;
+	if (strlen(path) >= sizeof(out_path)) {
+		ftpad_warn("ftpad: error: FTPAD_OUTPUT is too long; tracing to stderr\n");
+		return STDERR_FILENO;
+	}
 	/* Appending: the children of a traced program share the file. */
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0)
+	fd = ftpad_own_fd_open(&out_file, path, O_WRONLY | O_CREAT | O_APPEND, 0644, false);
+	if (fd < 0) {
 		ftpad_warn("ftpad: error: cannot open FTPAD_OUTPUT '%s': %s; tracing to stderr\n",
-			   path, strerror(errno));
-	return fd < 0 ? STDERR_FILENO : fd;
+			   path, strerror(-fd));
+		return STDERR_FILENO;
+	}
+	strcpy(out_path, path);
+	out_named = true;
+	return fd;
 }
 
 void ftpad_tracer_start(void)

@@ -26,6 +26,34 @@ def progs(plugin, libftpad, tmp_path_factory):
     return d
 
 
+def test_closefrom_then_register_writes_code_not_the_file(progs):
+    # The cached /proc/self/mem number now holds the program's file: the
+    # register must patch the code (a call is seen), not write the file.
+    p = run([progs / "env_closefrom", "register", "-"])
+    assert p.stdout == "calls=1 size=10 data=user data\n"
+
+
+def test_forked_child_keeps_its_log(progs, tmp_path):
+    # In a child, the parent's /proc/self/mem number is the child's log
+    # after closefrom: it must stay the log, and the child's code patched.
+    log = tmp_path / "child.log"
+    p = run([progs / "env_closefrom", "fork", log])
+    assert p.stdout == "child status=0\n"
+    assert log.read_text() == "child log: calls=1\n"
+
+
+def test_tracer_output_after_closefrom(progs, tmp_path):
+    # FTPAD_OUTPUT's number now holds the program's file: the trace line
+    # goes to FTPAD_OUTPUT, opened again, never into the program's file.
+    user, trace = tmp_path / "user.txt", tmp_path / "trace.txt"
+    env = dict(os.environ, FTPAD_FILTER="traced", FTPAD_OUTPUT=str(trace))
+    run([progs / "env_closefrom", "trace", user], env=env)
+    assert user.read_bytes() == b"user data\n"
+    lines = trace.read_text().splitlines()
+    assert any(" traced <-" in line for line in lines), lines
+    assert lines[-1].startswith("ftpad: ") and lines[-1].endswith(" 1 calls seen"), lines
+
+
 def test_chained_sigtrap_handler_gets_the_threads_mask(progs):
     # The program's SIGTRAP handler behind libftpad's runs with the thread's
     # mask plus its own sa_mask and SIGTRAP, exactly as without libftpad:
