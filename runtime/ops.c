@@ -171,16 +171,28 @@ static void busy(long delta)
 		__atomic_fetch_add(&t->w, delta * (long)FTPAD_BUSY_ONE, __ATOMIC_RELAXED);
 }
 
-/* Take the lock and keep this thread's own calls out of callbacks
- * meanwhile; give up at until (CLOCK_MONOTONIC; NULL: never). */
+/* The slot of the thread that holds ftpad_lock, for fork_prepare(). */
+static struct ftpad_thread_slot *lock_holder;
+
+/*
+ * Take the lock and keep this thread's own calls out of callbacks
+ * meanwhile; give up at until (CLOCK_MONOTONIC; NULL: never).  Busy
+ * before the lock is taken and until it is given back, so that a signal
+ * handler on this thread that forks knows it must not wait for it
+ * (fork_prepare()).
+ */
 static int lock_until(const struct timespec *until)
 {
-	int err = until ? pthread_mutex_clocklock(&ftpad_lock, CLOCK_MONOTONIC, until)
-			: pthread_mutex_lock(&ftpad_lock);
+	int err;
 
-	if (err)
-		return -err;
 	busy(1);
+	err = until ? pthread_mutex_clocklock(&ftpad_lock, CLOCK_MONOTONIC, until)
+		    : pthread_mutex_lock(&ftpad_lock);
+	if (err) {
+		busy(-1);
+		return -err;
+	}
+	__atomic_store_n(&lock_holder, ftpad_slot, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -191,8 +203,9 @@ static void lock(void)
 
 static void unlock(void)
 {
-	busy(-1);
+	__atomic_store_n(&lock_holder, NULL, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&ftpad_lock);
+	busy(-1);
 }
 
 static bool is_registered(const struct ftpad_ops *ops)
@@ -525,19 +538,30 @@ int ftpad_get_stats(struct ftpad_stats *st)
  * fork: take the locks around it, so that the child never starts with one
  * held by a thread it does not have, nor with a batch half written.  From
  * inside a callback, only if they are free: their holder may be waiting
- * for this very callback to end.  If one was not free, its holder was in
- * the middle of a change; the child, the only thread left, makes the locks
- * new, reads the state of every site back from the code, and the next
- * change rewrites any site left half written (patch.c).
+ * for this very callback to end.  Likewise from a signal handler that
+ * interrupted this thread inside libftpad (busy): it may hold the lock
+ * itself.  If one was not free, its holder was in the middle of a change;
+ * the child, the only thread left, makes the locks new, reads the state of
+ * every site back from the code, and the next change rewrites any site
+ * left half written (patch.c).  If that holder is the forking thread, the
+ * child goes on with its change once the handler returns, lock held.
  */
-static bool fork_locked;
+static bool fork_locked, fork_holds;
+
+/* Whether a signal handler interrupted this thread inside lock()..unlock(). */
+static bool busy_here(void)
+{
+	return ftpad_slot && (__atomic_load_n(&ftpad_slot->w, __ATOMIC_RELAXED) & FTPAD_BUSY_MASK);
+}
 
 static void fork_prepare(void)
 {
-	bool may_block = !in_callback();
+	bool may_block = !in_callback() && !busy_here();
 
 	fork_locked = may_block ? !pthread_mutex_lock(&ftpad_lock)
 				: !pthread_mutex_trylock(&ftpad_lock);
+	fork_holds = !fork_locked && ftpad_slot &&
+		     __atomic_load_n(&lock_holder, __ATOMIC_RELAXED) == ftpad_slot;
 	ftpad_symbols_fork_prepare(may_block);
 }
 
@@ -554,7 +578,7 @@ static void fork_child(void)
 	ftpad_symbols_fork_done(true);
 	if (fork_locked) {
 		pthread_mutex_unlock(&ftpad_lock);
-	} else {
+	} else if (!fork_holds) {
 		pthread_mutex_init(&ftpad_lock, NULL);
 		ftpad_sites_resync();
 	}

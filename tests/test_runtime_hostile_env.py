@@ -54,6 +54,20 @@ def test_tracer_output_after_closefrom(progs, tmp_path):
     assert lines[-1].startswith("ftpad: ") and lines[-1].endswith(" 1 calls seen"), lines
 
 
+def test_fork_in_signal_handler_inside_register(progs):
+    # A timer's handler forks while its thread is inside register or
+    # unregister, holding libftpad's lock: neither process may hang (the
+    # timeout fails the test), and the child's code must be whole.
+    try:
+        p = run([progs / "env_forksig"], timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("deadlock: fork from a signal handler inside register/unregister")
+    fields = dict(kv.split("=") for kv in p.stdout.split())
+    assert fields["children_failed"] == "0", p.stdout
+    assert int(fields["in_call"]) >= 20, p.stdout
+    assert fields["calls"] == "3000", p.stdout
+
+
 def test_chained_sigtrap_handler_gets_the_threads_mask(progs):
     # The program's SIGTRAP handler behind libftpad's runs with the thread's
     # mask plus its own sa_mask and SIGTRAP, exactly as without libftpad:
