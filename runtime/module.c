@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -357,15 +358,41 @@ static bool is_self(const struct ftpad_module *mod, bool first)
 	return !first && mod->lo <= self && self < mod->hi;
 }
 
-/* The program's name for messages, in buf. */
+/* The program's name for messages, in buf: without /proc, the path it
+ * was started by. */
 static const char *program_path(char *buf, size_t size)
 {
 	ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+	const char *execfn = (const char *)getauxval(AT_EXECFN);
 
 	if (n <= 0)
-		return "[program]";
+		return execfn ? execfn : "[program]";
 	buf[n] = 0;
 	return buf;
+}
+
+/*
+ * The program's file: /proc/self/exe (still right if the file was
+ * replaced), else, without /proc, the path it was started by (AT_EXECFN;
+ * relative to the directory it was started in).  map_file() rejects a
+ * file whose program headers are not the loaded ones.  Neither: a
+ * warning, as the program's own sites are then not patched.
+ */
+static void map_program(struct ftpad_module *mod, const struct dl_phdr_info *info)
+{
+	const char *execfn = (const char *)getauxval(AT_EXECFN);
+	int err = map_file(mod, "/proc/self/exe", info), err2 = -ENOENT;
+
+	if (!err)
+		return;
+	if (execfn && !(err2 = map_file(mod, execfn, info))) {
+		ftpad_info("ftpad: /proc/self/exe: %s; the program read from '%s'\n",
+			   strerror(-err), execfn);
+		return;
+	}
+	ftpad_warn("%s: warning: ftpad: cannot read the program's file (/proc/self/exe: %s; "
+		   "AT_EXECFN '%s': %s): its own sites are not patched\n", mod->path,
+		   strerror(-err), execfn ? execfn : "", strerror(-err2));
 }
 
 /* The module loaded at lo from the file called name, if we have it. */
@@ -402,8 +429,10 @@ static int add_module(struct dl_phdr_info *info, bool first)
 	strcpy(mod->path, path);
 	mod->seen = true;
 	if (first && !*name)
-		name = "/proc/self/exe"; /* still right if the file was replaced */
-	if (strchr(name, '/') && map_file(mod, name, info) == 0 && !is_self(mod, first))
+		map_program(mod, info);
+	else if (strchr(name, '/'))
+		map_file(mod, name, info);
+	if (mod->map && !is_self(mod, first))
 		err = read_sites(mod);
 	name_sites(mod);
 	if (mod->nsites)

@@ -327,6 +327,19 @@ static long for_each_task(struct stop *s, int (*add)(struct stop *, pid_t))
 	return n < 0 ? -errno : count;
 }
 
+/* The other threads, counted before any is stopped; without /proc they
+ * cannot be listed, and the caller fails: say why. */
+static long count_threads(struct stop *s)
+{
+	long n = for_each_task(s, NULL);
+
+	if (n < 0)
+		ftpad_warn("ftpad: error: cannot list the threads (/proc/self/task: %s), which "
+			   "must be stopped or gone while a kernel-ABI pad's MOV is written\n",
+			   ftpad_strerror((int)n));
+	return n;
+}
+
 static int send_stop(pid_t tid)
 {
 	siginfo_t info;
@@ -457,7 +470,7 @@ int ftpad_threads_check(struct ftpad_stop_failure *why)
 	 * thread shows in /proc, this is the only sure sign). */
 	if (__libc_single_threaded || ftpad_threads_may_stop())
 		return 0;
-	threads = for_each_task(&the_stop, NULL);
+	threads = count_threads(&the_stop);
 	if (threads <= 0)
 		return threads < 0 ? (int)threads : 0;
 	why->refused = (int)threads + 1;
@@ -484,7 +497,7 @@ int ftpad_threads_stop(const uintptr_t *pcs, size_t n, ftpad_fixup_fn fix,
 	 * thread shows in /proc, this is the only sure sign). */
 	if (__libc_single_threaded)
 		return 0;
-	threads = for_each_task(s, NULL);
+	threads = count_threads(s);
 	if (threads <= 0)
 		return threads < 0 ? (int)threads : 0;
 	if (!ftpad_threads_may_stop())

@@ -297,7 +297,7 @@ static int write_either_way(enum method forced, int (*via_procmem)(const void *c
 		if (!err) {
 			if (method != M_MPROTECT && err_mem)
 				ftpad_info("ftpad: /proc/self/mem: %s; using mprotect\n",
-					   ftpad_strerror(err_mem));
+					   strerror(-err_mem));
 			method = M_MPROTECT;
 			return 0;
 		}

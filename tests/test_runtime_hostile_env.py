@@ -21,7 +21,7 @@ def progs(plugin, libftpad, tmp_path_factory):
     d = tmp_path_factory.mktemp("env")
     for src in sorted(SRC.glob("env_*.c")):
         run(["gcc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={plugin}",
-             f"-I{INCLUDE}", src, f"-L{LIBDIR}", "-lftpad", f"-Wl,-rpath,{LIBDIR}",
+             f"-I{INCLUDE}", f"-I{SRC}", src, f"-L{LIBDIR}", "-lftpad", f"-Wl,-rpath,{LIBDIR}",
              "-pthread", "-o", d / src.stem])
     return d
 
@@ -76,3 +76,32 @@ def test_chained_sigtrap_handler_gets_the_threads_mask(progs):
     assert p.stdout.splitlines() == [
         "before raise: ok", "before int3: ok", "after raise: ok", "after int3: ok",
         "calls=1"]
+
+
+def without_proc(cmd):
+    """cmd in a mount namespace where /proc is unmounted (needs root, or a
+    user namespace allowed to unmount it: else the test is skipped)."""
+    for unshare in (["unshare", "-m"], ["unshare", "-rm"]):
+        probe = subprocess.run(unshare + ["sh", "-c", "umount -l /proc && ! test -e /proc/self"],
+                               capture_output=True)
+        if probe.returncode == 0:
+            return unshare + ["sh", "-c", 'umount -l /proc && exec "$@"', "sh"] + cmd
+    pytest.skip("cannot unmount /proc in a mount namespace here")
+
+
+def test_without_proc_the_program_is_found(progs):
+    # No /proc/self/exe: the program is read from the path it was started
+    # by (AT_EXECFN), and its own site is patched.
+    p = run(without_proc([progs / "env_noproc"]))
+    assert p.stdout == "proc=absent register=0 calls=1\n"
+    assert "warning" not in p.stderr
+
+
+def test_without_proc_a_lost_program_is_reported(progs):
+    # Started by a relative path, then chdir("/"): the program's file cannot
+    # be found.  The register still succeeds for the other modules, but a
+    # warning says the program's own sites are not patched.
+    p = run(without_proc(["./env_noproc", "chdir"]), cwd=progs)
+    assert p.stdout == "proc=absent register=0 calls=0\n"
+    assert "cannot read the program's file" in p.stderr, p.stderr
+    assert "its own sites are not patched" in p.stderr, p.stderr

@@ -153,6 +153,10 @@ struct ftpad_pt_regs {
  *
  * The first call (of any ftpad_* call that needs them) reads the site
  * tables of the loaded modules; nothing is read or written at load time.
+ * A module whose table cannot be read (a malformed or newer table, or the
+ * program's own file not found: no /proc, and the path it was started by
+ * leads elsewhere) is left out with a warning through the log callback;
+ * the call still returns 0 for the others.
  *
  * @return 0; -EINVAL for a NULL ops or func or unknown flags; -EBUSY if the
  * ops is already registered, or if it has FTPAD_OPS_FL_IPMODIFY and another
@@ -164,7 +168,8 @@ struct ftpad_pt_regs {
  * run: its `mov x9, x30` is written only while the process is
  * single-threaded, or, with FTPAD_STOP_THREADS=1 in the environment, with
  * every other thread stopped by SIGRTMAX - 4, and one could not be
- * stopped (it blocks that signal; see docs/runtime.md).  On error
+ * stopped (it blocks that signal; see docs/runtime.md), or -ENOENT when
+ * the threads cannot be listed (no /proc/self/task).  On error
  * nothing is left registered and the text is as before (such MOVs
  * excepted, which are harmless), and, as after ftpad_unregister_ops(), no
  * callback of ops is running or will run: sites enabled before the
