@@ -187,7 +187,8 @@ void ftpad_symbols_fork_done(bool child) FTPAD_HIDDEN;
 struct ftpad_poke {
 	uintptr_t addr;
 	uintptr_t limit;   /* end of the mapping addr is in: no merged write crosses it */
-	int prot;          /* the protection to restore after an mprotect write */
+	int prot;          /* its segment's: restored after an mprotect write when
+			    * the page's own cannot be read (text.c) */
 	uint8_t len;       /* 0..24 (0: nothing to write) */
 	uint8_t bytes[24];
 };
@@ -291,7 +292,8 @@ struct ftpad_text_run ftpad_text_writer_init(struct ftpad_text_writer *w, bool d
  * protection change per range, for the whole batch.
  */
 bool ftpad_text_direct(void) FTPAD_HIDDEN;
-/* The pages of [lo, hi) writable, or (writable false) back to prot; with
+/* The pages of [lo, hi) writable, or (writable false) back to the
+ * protection they had (prot, the segment's, if that cannot be read); with
  * a warning when that fails. */
 int ftpad_text_unprotect(uintptr_t lo, uintptr_t hi, int prot, bool writable) FTPAD_HIDDEN;
 

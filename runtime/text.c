@@ -129,6 +129,196 @@ static int protect_back(uintptr_t lo, uintptr_t hi, int prot)
 	return err;
 }
 
+/*
+ * The protection a page has, not the one its ELF segment asks for: the
+ * program or a library may have changed its own text (a JIT making pages
+ * RWX, a PROT_NONE guard), and what mprotect makes writable goes back to
+ * what it was.  /proc/self/maps is read once per batch write (and only
+ * when mprotect writes: /proc/self/mem leaves protections alone), into
+ * maps[], sorted as the kernel lists it.  The pages made writable, with
+ * their protection before, are kept in opened[] until they are put back,
+ * so the protection restored does not depend on a later reading.  Without
+ * /proc, the segment's protection is all there is: it is restored (an
+ * info line says so).  A thread of the program that changes a page's
+ * protection while a batch writes that page loses its change, as it
+ * would to any mprotect of the page.
+ */
+struct mapping {
+	uintptr_t lo, hi;
+	int prot;
+};
+
+struct mappings {
+	struct mapping *at;
+	size_t n, cap;
+};
+
+static struct mappings maps, opened; /* under ftpad_lock */
+static bool maps_read;
+
+/* Room for one more in m; false without memory. */
+static bool make_room(struct mappings *m)
+{
+	struct mapping *at;
+	size_t cap = m->cap ? 2 * m->cap : 256;
+
+	if (m->n < m->cap)
+		return true;
+	at = ftpad_alloc(cap * sizeof(*at));
+	if (!at)
+		return false;
+	if (m->at) {
+		memcpy(at, m->at, m->n * sizeof(*at));
+		ftpad_free(m->at);
+	}
+	m->at = at;
+	m->cap = cap;
+	return true;
+}
+
+/* One line of /proc/self/maps ("lo-hi rwxp ..."), head only, into maps. */
+static int add_mapping_line(const char *line)
+{
+	struct mapping *m;
+	char *p;
+	uintptr_t lo = strtoul(line, &p, 16), hi;
+
+	if (*p != '-')
+		return 0;
+	hi = strtoul(p + 1, &p, 16);
+	if (*p != ' ' || strlen(p) < 4)
+		return 0;
+	if (!make_room(&maps))
+		return -ENOMEM;
+	m = &maps.at[maps.n++];
+	*m = (struct mapping){ lo, hi, (p[1] == 'r' ? PROT_READ : 0) |
+					   (p[2] == 'w' ? PROT_WRITE : 0) |
+					   (p[3] == 'x' ? PROT_EXEC : 0) };
+	return 0;
+}
+
+/* maps[] from /proc/self/maps (no stdio: it allocates). */
+static int read_maps(void)
+{
+	char buf[4096], line[64];
+	size_t len = 0;
+	ssize_t n;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	maps.n = 0;
+	while (!err && ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))) {
+		for (ssize_t i = 0; i < n && !err; i++) {
+			if (buf[i] != '\n') {
+				if (len < sizeof(line) - 1)
+					line[len++] = buf[i];
+				continue;
+			}
+			line[len] = 0;
+			len = 0;
+			err = add_mapping_line(line);
+		}
+	}
+	if (!err && n < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* A new batch write: read the protections again when next needed (not
+ * while pages are open, whose protection before is in opened[] anyway). */
+static void maps_stale(void)
+{
+	if (!opened.n)
+		maps_read = false;
+}
+
+/* The protection of the page at addr, and in *end where it stops being
+ * that; fallback (the segment's) when it cannot be read. */
+static int prot_at(uintptr_t addr, uintptr_t *end, int fallback)
+{
+	static bool told;
+	size_t lo = 0, hi;
+	int err;
+
+	if (!maps_read) {
+		err = read_maps();
+		maps_read = true;
+		if (err) {
+			maps.n = 0;
+			if (!told)
+				ftpad_info("ftpad: /proc/self/maps: %s; code written by mprotect gets "
+					   "its ELF segment's protection back\n", strerror(-err));
+			told = true;
+		}
+	}
+	hi = maps.n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (maps.at[mid].hi <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < maps.n && maps.at[lo].lo <= addr) {
+		*end = maps.at[lo].hi;
+		return maps.at[lo].prot;
+	}
+	/* Not listed: unmapped (mprotect will say so), or mapped since. */
+	*end = lo < maps.n ? maps.at[lo].lo : UINTPTR_MAX;
+	return fallback;
+}
+
+/* The pages opened[from..) that lie in [lo, hi) back to what they were;
+ * the first error. */
+static int close_pages(uintptr_t lo, uintptr_t hi, size_t from)
+{
+	int err = 0, e;
+
+	for (size_t i = from; i < opened.n;) {
+		struct mapping *m = &opened.at[i];
+
+		if (m->lo < lo || m->hi > hi) {
+			i++;
+			continue;
+		}
+		e = protect_back(m->lo, m->hi, m->prot);
+		err = err ? err : e;
+		*m = opened.at[--opened.n];
+	}
+	return err;
+}
+
+/* The pages [lo, hi) writable, each piece from the protection it has
+ * (prot, the segment's, if that cannot be read); noted in opened[]. */
+static int open_pages(uintptr_t lo, uintptr_t hi, int prot)
+{
+	size_t first = opened.n;
+	uintptr_t end;
+
+	for (uintptr_t at = lo; at < hi; at = end) {
+		int now = prot_at(at, &end, prot);
+
+		end = end < hi ? end : hi;
+		if (now & PROT_WRITE)
+			continue;
+		if (!make_room(&opened)) {
+			close_pages(lo, hi, first);
+			return -ENOMEM;
+		}
+		if (mprotect((void *)at, end - at, now | PROT_WRITE) < 0) {
+			int err = -errno;
+
+			close_pages(lo, hi, first);
+			return err;
+		}
+		opened.at[opened.n++] = (struct mapping){ at, end, now };
+	}
+	return 0;
+}
+
 static enum method forced_method(void)
 {
 	const char *env = getenv("FTPAD_TEXT_WRITE");
@@ -260,16 +450,19 @@ static int run_mprotect(const struct writer *w, size_t i, size_t j, uintptr_t lo
 			int prot)
 {
 	struct ftpad_poke p;
+	size_t first = opened.n;
+	int err;
 
 	whole_pages(&lo, &hi);
-	if (mprotect((void *)lo, hi - lo, prot | PROT_WRITE) < 0)
-		return -errno;
+	err = open_pages(lo, hi, prot);
+	if (err)
+		return err;
 	for (; i < j; i++) {
 		piece(w, i, &p);
 		if (p.len)
 			store(&p);
 	}
-	return protect_back(lo, hi, prot);
+	return close_pages(lo, hi, first);
 }
 
 /*
@@ -386,6 +579,7 @@ int ftpad_text_write(const void *items, size_t n, size_t stride, ftpad_part_fn p
 	struct writer w = { items, stride, part_of, part, mergeable, forced_method() };
 	size_t i = 0;
 
+	maps_stale();
 	if (w.forced != M_MPROTECT && method != M_MPROTECT) {
 		if (!procmem_pass(&w, n, &i)) {
 			method = M_PROCMEM;
@@ -422,6 +616,7 @@ struct ftpad_text_run ftpad_text_writer_init(struct ftpad_text_writer *w, bool d
 {
 	*w = (struct ftpad_text_writer){ .direct = direct, .pagem1 = page_size() - 1,
 					 .written = written, .ctx = ctx };
+	maps_stale();
 	if (!direct)
 		return (struct ftpad_text_run){ 0 };
 	/* One run that takes every span, at its own address. */
@@ -442,9 +637,12 @@ int ftpad_text_unprotect(uintptr_t lo, uintptr_t hi, int prot, bool writable)
 
 	whole_pages(&lo, &hi);
 	if (!writable) {
-		err = protect_back(lo, hi, prot);
-	} else if (mprotect((void *)lo, hi - lo, prot | PROT_WRITE) < 0) {
-		err = -errno;
+		err = close_pages(lo, hi, 0);
+	} else {
+		maps_stale();
+		err = open_pages(lo, hi, prot);
+	}
+	if (err && writable) {
 		ftpad_warn("ftpad: error: cannot write code: /proc/self/mem: not tried; mprotect: %s\n",
 			   strerror(-err));
 	}
@@ -456,13 +654,16 @@ int ftpad_text_unprotect(uintptr_t lo, uintptr_t hi, int prot, bool writable)
 static int commit_mprotect(uintptr_t lo, uintptr_t hi, int prot)
 {
 	uintptr_t plo = lo, phi = hi;
+	size_t first = opened.n;
+	int err;
 
 	whole_pages(&plo, &phi);
-	if (mprotect((void *)plo, phi - plo, prot | PROT_WRITE) < 0)
-		return -errno;
+	err = open_pages(plo, phi, prot);
+	if (err)
+		return err;
 	memcpy((void *)lo, run_buf, hi - lo);
 	__builtin___clear_cache((char *)lo, (char *)hi);
-	return protect_back(plo, phi, prot);
+	return close_pages(plo, phi, first);
 }
 
 /* The writer's run [lo, hi) from run_buf. */

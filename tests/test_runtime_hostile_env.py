@@ -105,3 +105,13 @@ def test_without_proc_a_lost_program_is_reported(progs):
     assert p.stdout == "proc=absent register=0 calls=0\n"
     assert "cannot read the program's file" in p.stderr, p.stderr
     assert "its own sites are not patched" in p.stderr, p.stderr
+
+
+def test_mprotect_restores_the_pages_own_protection(progs):
+    # Code written by mprotect goes back to the protection the page had
+    # (here RWX, set by the program), not to its ELF segment's (R-X); the
+    # page next to it, left R-X, stays so.
+    env = dict(os.environ, FTPAD_TEXT_WRITE="mprotect")
+    p = run([progs / "env_mprotect"], env=env)
+    assert p.stdout.splitlines() == [
+        "registered: rwxp r-xp calls=2", "unregistered: rwxp r-xp calls=2"]
