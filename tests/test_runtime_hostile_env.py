@@ -5,11 +5,12 @@ handler inside a register, a SIGTRAP handler of the program's own behind
 libftpad's, a program that mprotects its own text, and no /proc."""
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
 
-from ftpadtest import BUILD, INCLUDE, run
+from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, run
 
 SRC = pathlib.Path(__file__).parent / "runtime"
 LIBDIR = BUILD / "runtime"
@@ -115,3 +116,32 @@ def test_mprotect_restores_the_pages_own_protection(progs):
     p = run([progs / "env_mprotect"], env=env)
     assert p.stdout.splitlines() == [
         "registered: rwxp r-xp calls=2", "unregistered: rwxp r-xp calls=2"]
+
+
+# The same on aarch64, under qemu-aarch64, where the code is shared: the
+# program linked statically with the aarch64 libftpad.a.
+A64_CC = "aarch64-linux-gnu-gcc-12"
+A64_LIBFTPAD = BUILD / "runtime" / "aarch64" / "libftpad.a"
+
+
+@pytest.fixture(scope="module")
+def a64_progs(tmp_path_factory):
+    for tool in (A64_CC, "qemu-aarch64"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
+    for p in (A64_PLUGIN, A64_LIBFTPAD):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
+    d = tmp_path_factory.mktemp("env_a64")
+    # Not env_noproc: qemu-user answers /proc/self/exe itself.  Not
+    # env_mprotect: under qemu, aarch64.c cycles the protection of every page
+    # written through /proc/self/mem to make qemu see it.
+    run([A64_CC, "-O2", "-Wall", "-Wextra", "-Werror", f"-fplugin={A64_PLUGIN}", f"-I{INCLUDE}",
+         SRC / "env_closefrom.c", "-static", A64_LIBFTPAD, "-o", d / "env_closefrom"])
+    return d
+
+
+def test_aarch64_closefrom_then_register(a64_progs):
+    p = run(["qemu-aarch64", a64_progs / "env_closefrom", "register", "-"])
+    assert p.stdout == "calls=1 size=10 data=user data\n"
+
