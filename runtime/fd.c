@@ -25,14 +25,15 @@
 
 #include "internal.h"
 
-/* Half the limit of descriptors: out of reach of a program's opens unless
+/* Half the limit of descriptors, at most 1024 (the kernel's table grows
+ * to the highest number used): out of reach of a program's opens unless
  * it holds that many. */
 static int high_floor(void)
 {
 	struct rlimit lim;
 
-	if (getrlimit(RLIMIT_NOFILE, &lim) < 0 || lim.rlim_cur == RLIM_INFINITY)
-		return 512;
+	if (getrlimit(RLIMIT_NOFILE, &lim) < 0 || lim.rlim_cur / 2 > 1024)
+		return 1024;
 	return lim.rlim_cur / 2 > 3 ? (int)(lim.rlim_cur / 2) : 3;
 }
 
