@@ -434,13 +434,21 @@ extern unsigned long ftpad_traps FTPAD_HIDDEN; /* atomic: see ftpad_stats.traps 
  * The registers a trampoline saved: struct ftpad_pt_regs (arch, ftpad.h),
  * then the ops being called (for ftpad_regs_set_ip()), whether everything
  * was saved (FTPAD_OPS_FL_SAVE_REGS), and the 8 vector argument registers
- * (xmm0-7, q0-q7).  trampoline_<arch>.S builds it; keep them in step.
+ * (q0-q7; on x86_64 xmm0-7 in the first 16 bytes of each vec[i], and with
+ * AVX the upper half of ymm0-7 in the next 16; the trampoline keeps
+ * AVX-512's bits 256-511 past the end).  trampoline_<arch>.S builds it;
+ * keep them in step.
  */
+#if defined(__x86_64__)
+#define FTPAD_VEC_BYTES 32
+#else
+#define FTPAD_VEC_BYTES 16
+#endif
 struct ftpad_regs {
 	struct ftpad_pt_regs pt;
 	struct ftpad_ops *ops;
 	unsigned long full;
-	unsigned char vec[8][16] __attribute__((aligned(16)));
+	unsigned char vec[8][FTPAD_VEC_BYTES] __attribute__((aligned(FTPAD_VEC_BYTES)));
 };
 
 /*

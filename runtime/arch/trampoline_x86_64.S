@@ -12,10 +12,31 @@
  * then enters here with rsp = 8 mod 16.
  *
  * Every trampoline saves what a callee may receive an argument in (rdi rsi
- * rdx rcx r8 r9, rax for varargs, r10 for the static chain, xmm0-7) and
- * restores it all before returning into the function, or where a callback
- * redirected it (regs->pt.rip).  r11 and the flags are dead at a function's
- * entry, so they need no saving (the stub uses r11 for the kind).
+ * rdx rcx r8 r9, rax for varargs, r10 for the static chain, and vector
+ * registers 0-7 as wide as the CPU has them) and restores it all before
+ * returning into the function, or where a callback redirected it
+ * (regs->pt.rip).  r11 and the flags are dead at a function's entry, so
+ * they need no saving (the stub uses r11 for the kind).
+ *
+ * Vector registers: an __m256 or __m512 argument arrives whole in ymm0-7 or
+ * zmm0-7, and any callback that calls libc loses their upper bits: glibc's
+ * AVX2 memset, strlen, memcpy... end with vzeroupper.  So each trampoline
+ * comes in three widths, and arch/x86_64.c points the stubs at the one the
+ * CPU and kernel enable (CPUID, XGETBV), once, with no test on the way:
+ *  - SSE: movaps of xmm0-7;
+ *  - AVX: vmovdqu of ymm0-7, all VEX-encoded (no SSE/AVX transition);
+ *  - AVX-512: the same, plus the upper 256 bits of zmm0-7 (vextracti64x4).
+ * Only registers 0-7 matter: every vector register is caller-saved in the
+ * SysV psABI and only 0-7 carry arguments, so nothing else is live at an
+ * entry.  Nothing else of the vector and x87 state needs keeping either:
+ * the opmask registers k0-7 are all caller-saved and carry no argument
+ * (__mmask arguments travel in general registers); the x87 stack is empty
+ * at every call; the control bits of MXCSR and the x87 control word are
+ * callee-saved, so the callback, a function under the same ABI, gives them
+ * back as it found them.  Only the exception status flags of MXCSR and the
+ * x87 status word may come back with flags the callback raised: the psABI
+ * makes them caller-saved, so no caller counts on them across a call
+ * (docs/runtime.md, Limits).
  *
  *  - ftpad_trampoline_2 and _3, sites with an ops slot (the common case),
  *    dispatch in assembly: enter (one add to this thread's slot word),
@@ -54,10 +75,19 @@
 #define R_RSP 136
 #define R_OPS 144
 #define R_FULL 152
-#define R_XMM 160
-#define R_ERRNO 288     /* after struct ftpad_regs: the fast path's errno */
-#define R_KIND 296      /* the stub's kind, for the full save's C call */
-#define FRAME 304       /* a multiple of 16: the calls below see an aligned stack */
+#define R_VEC 160       /* vector register i at R_VEC + 32 * i: xmm, or ymm */
+#define VEC_STRIDE 32
+#define R_ERRNO 416     /* after struct ftpad_regs: the fast path's errno */
+#define R_KIND 424      /* the stub's kind, for the full save's C call */
+#define R_ZHI 448       /* AVX-512 only: bits 256-511 of zmm0-7, 32 bytes each */
+/* Multiples of 32: the calls below see an aligned stack, the vectors too. */
+#define FRAME 448       /* SSE and AVX */
+#define FRAME_ZMM 704   /* AVX-512 */
+
+/* Vector widths, the trampolines' vec parameter. */
+#define SSE 0
+#define AVX 1
+#define AVX512 2
 
 #define T_ERRNO 8       /* struct ftpad_thread_slot: errno_ptr */
 #define T_WAITERS 28    /* struct ftpad_thread_slot: waiters */
@@ -67,8 +97,37 @@
 
 	.text
 
+/* Vector registers 0-7 into the frame, as wide as vec says. */
+	.macro SAVE_VEC vec
+	.irp n, 0, 1, 2, 3, 4, 5, 6, 7
+	.if \vec == SSE
+	movaps %xmm\n, R_VEC+\n*VEC_STRIDE(%rsp)
+	.else
+	vmovdqu %ymm\n, R_VEC+\n*VEC_STRIDE(%rsp)
+	.endif
+	.if \vec == AVX512
+	vextracti64x4 $1, %zmm\n, R_ZHI+\n*32(%rsp)
+	.endif
+	.endr
+	.endm
+
+/* And back; a VEX load of ymm clears bits 256-511, which AVX-512 then
+ * puts back. */
+	.macro RESTORE_VEC vec
+	.irp n, 0, 1, 2, 3, 4, 5, 6, 7
+	.if \vec == SSE
+	movaps R_VEC+\n*VEC_STRIDE(%rsp), %xmm\n
+	.else
+	vmovdqu R_VEC+\n*VEC_STRIDE(%rsp), %ymm\n
+	.endif
+	.if \vec == AVX512
+	vinserti64x4 $1, R_ZHI+\n*32(%rsp), %zmm\n, %zmm\n
+	.endif
+	.endr
+	.endm
+
 /* The frame, and the argument registers in it. */
-	.macro PROLOGUE flags=0
+	.macro PROLOGUE vec, flags=0
 	.cfi_startproc
 	endbr64 /* reached by the stub's indirect jmp */
 	pushq %rbp
@@ -79,8 +138,12 @@
 	.if \flags
 	pushfq                    /* at -8(%rbp), before anything changes them */
 	.endif
-	andq $-16, %rsp
+	andq $-32, %rsp
+	.if \vec == AVX512
+	subq $FRAME_ZMM, %rsp
+	.else
 	subq $FRAME, %rsp
+	.endif
 	movq %rdi, R_RDI(%rsp)
 	movq %rsi, R_RSI(%rsp)
 	movq %rdx, R_RDX(%rsp)
@@ -89,14 +152,7 @@
 	movq %r9, R_R9(%rsp)
 	movq %rax, R_RAX(%rsp)
 	movq %r10, R_R10(%rsp)
-	movaps %xmm0, R_XMM+0*16(%rsp)
-	movaps %xmm1, R_XMM+1*16(%rsp)
-	movaps %xmm2, R_XMM+2*16(%rsp)
-	movaps %xmm3, R_XMM+3*16(%rsp)
-	movaps %xmm4, R_XMM+4*16(%rsp)
-	movaps %xmm5, R_XMM+5*16(%rsp)
-	movaps %xmm6, R_XMM+6*16(%rsp)
-	movaps %xmm7, R_XMM+7*16(%rsp)
+	SAVE_VEC \vec
 	movq 8(%rbp), %rdi        /* site + 5 */
 	movq %rdi, R_RIP(%rsp)
 	leaq 16(%rbp), %rax       /* rsp at the function's entry */
@@ -104,17 +160,10 @@
 	.endm
 
 /* Back into the function, or where a callback sent it. */
-	.macro EPILOGUE
+	.macro EPILOGUE vec
 	movq R_RIP(%rsp), %rax
 	movq %rax, 8(%rbp)
-	movaps R_XMM+0*16(%rsp), %xmm0
-	movaps R_XMM+1*16(%rsp), %xmm1
-	movaps R_XMM+2*16(%rsp), %xmm2
-	movaps R_XMM+3*16(%rsp), %xmm3
-	movaps R_XMM+4*16(%rsp), %xmm4
-	movaps R_XMM+5*16(%rsp), %xmm5
-	movaps R_XMM+6*16(%rsp), %xmm6
-	movaps R_XMM+7*16(%rsp), %xmm7
+	RESTORE_VEC \vec
 	movq R_R10(%rsp), %r10
 	movq R_RAX(%rsp), %rax
 	movq R_R9(%rsp), %r9
@@ -151,21 +200,23 @@
 	.endm
 
 /* Sites without an ops slot: C finds the site by address. */
-FUNC ftpad_trampoline_0
-FUNC ftpad_trampoline_1
-	PROLOGUE
+	.macro SLOTLESS name0, name1, vec
+FUNC \name0
+FUNC \name1
+	PROLOGUE \vec
 	movq $0, R_FULL(%rsp)
 	CALL_C %r11
-	EPILOGUE
+	EPILOGUE \vec
 	.cfi_endproc
-	.size ftpad_trampoline_0, .-ftpad_trampoline_0
-	.size ftpad_trampoline_1, .-ftpad_trampoline_1
+	.size \name0, .-\name0
+	.size \name1, .-\name1
+	.endm
 
 /* Sites with an ops slot; endbr: 4 when endbr64 precedes the site, kind
  * the stub's (ENDBR 1, SLOT 2). */
-	.macro FAST name, endbr, kind
+	.macro FAST name, endbr, kind, vec
 FUNC \name
-	PROLOGUE
+	PROLOGUE \vec
 	movq $0, R_FULL(%rsp)
 	movq ftpad_slot@gottpoff(%rip), %rax
 	movq %fs:(%rax), %r11     /* this thread's struct ftpad_thread_slot */
@@ -197,27 +248,25 @@ FUNC \name
 3:	subq $1, (%r11)
 	cmpl $0, T_WAITERS(%r11)  /* a writer sleeps until we are out: grace.c */
 	jne 4f
-	EPILOGUE
+	EPILOGUE \vec
 4:	movq %r11, %rdi
 	call ftpad_grace_wake
-	EPILOGUE
+	EPILOGUE \vec
 1:	subq $1, (%r11)           /* mid-patch: C takes the site by address */
 	cmpl $0, T_WAITERS(%r11)
 	je 2f
 	movq %r11, %rdi
 	call ftpad_grace_wake
 2:	CALL_C $\kind
-	EPILOGUE
+	EPILOGUE \vec
 	.cfi_endproc
 	.size \name, .-\name
 	.endm
 
-	FAST ftpad_trampoline_2, 0, 2
-	FAST ftpad_trampoline_3, 4, 3
-
 /* FTPAD_OPS_FL_SAVE_REGS: every register, restored from the frame. */
-FUNC ftpad_trampoline_regs
-	PROLOGUE flags=1
+	.macro FULL name, vec
+FUNC \name
+	PROLOGUE \vec, flags=1
 	movq %r11, R_KIND(%rsp)
 	movq -8(%rbp), %rax
 	movq %rax, R_FLAGS(%rsp)
@@ -241,8 +290,24 @@ FUNC ftpad_trampoline_regs
 	movq R_R11(%rsp), %r11
 	pushq R_FLAGS(%rsp)
 	popfq                     /* nothing below changes the flags */
-	EPILOGUE
+	EPILOGUE \vec
 	.cfi_endproc
-	.size ftpad_trampoline_regs, .-ftpad_trampoline_regs
+	.size \name, .-\name
+	.endm
+
+	SLOTLESS ftpad_trampoline_0, ftpad_trampoline_1, SSE
+	FAST ftpad_trampoline_2, 0, 2, SSE
+	FAST ftpad_trampoline_3, 4, 3, SSE
+	FULL ftpad_trampoline_regs, SSE
+
+	SLOTLESS ftpad_trampoline_avx_0, ftpad_trampoline_avx_1, AVX
+	FAST ftpad_trampoline_avx_2, 0, 2, AVX
+	FAST ftpad_trampoline_avx_3, 4, 3, AVX
+	FULL ftpad_trampoline_avx_regs, AVX
+
+	SLOTLESS ftpad_trampoline_avx512_0, ftpad_trampoline_avx512_1, AVX512
+	FAST ftpad_trampoline_avx512_2, 0, 2, AVX512
+	FAST ftpad_trampoline_avx512_3, 4, 3, AVX512
+	FULL ftpad_trampoline_avx512_regs, AVX512
 
 	.section .note.GNU-stack, "", @progbits

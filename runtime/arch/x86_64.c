@@ -26,8 +26,8 @@ _Static_assert(offsetof(struct ftpad_regs, pt.rip) == 120, "trampoline_x86_64.S 
 _Static_assert(offsetof(struct ftpad_regs, pt.rsp) == 136, "trampoline_x86_64.S R_RSP");
 _Static_assert(offsetof(struct ftpad_regs, ops) == 144, "trampoline_x86_64.S R_OPS");
 _Static_assert(offsetof(struct ftpad_regs, full) == 152, "trampoline_x86_64.S R_FULL");
-_Static_assert(offsetof(struct ftpad_regs, vec) == 160, "trampoline_x86_64.S R_XMM");
-_Static_assert(sizeof(struct ftpad_regs) == 288, "trampoline_x86_64.S FRAME");
+_Static_assert(offsetof(struct ftpad_regs, vec) == 160, "trampoline_x86_64.S R_VEC");
+_Static_assert(sizeof(struct ftpad_regs) == 416, "trampoline_x86_64.S R_ERRNO");
 _Static_assert(offsetof(struct ftpad_site, ops) == 0, "trampoline_x86_64.S: desc->ops");
 _Static_assert(offsetof(struct ftpad_thread_slot, errno_ptr) == 8, "trampoline_x86_64.S T_ERRNO");
 _Static_assert(offsetof(struct ftpad_thread_slot, waiters) == 28, "trampoline_x86_64.S T_WAITERS");
@@ -61,9 +61,19 @@ const size_t ftpad_arch_site_len = sizeof(nop5);
 const uint64_t ftpad_arch_slot_empty = 0x00000000841f0full;
 const size_t ftpad_arch_stubs_size = STUB_LITERALS + KIND_COUNT * 8;
 
-/* trampoline_x86_64.S: one entry per kind. */
-extern char ftpad_trampoline_0[], ftpad_trampoline_1[], ftpad_trampoline_2[],
-	ftpad_trampoline_3[], ftpad_trampoline_regs[] FTPAD_HIDDEN;
+/* trampoline_x86_64.S: one entry per kind, in each vector width. */
+#define TRAMPOLINES(w)                                                              \
+	extern char ftpad_trampoline##w##_0[], ftpad_trampoline##w##_1[],           \
+		ftpad_trampoline##w##_2[], ftpad_trampoline##w##_3[],               \
+		ftpad_trampoline##w##_regs[] FTPAD_HIDDEN;                          \
+	static const uintptr_t trampolines##w[KIND_REGS + 1] = {                    \
+		(uintptr_t)ftpad_trampoline##w##_0, (uintptr_t)ftpad_trampoline##w##_1, \
+		(uintptr_t)ftpad_trampoline##w##_2, (uintptr_t)ftpad_trampoline##w##_3, \
+		(uintptr_t)ftpad_trampoline##w##_regs,                              \
+	}
+TRAMPOLINES();
+TRAMPOLINES(_avx);
+TRAMPOLINES(_avx512);
 void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 			    struct ftpad_regs *regs, unsigned long kind) FTPAD_HIDDEN;
 
@@ -148,6 +158,29 @@ bool ftpad_arch_site_calls(uintptr_t addr)
 }
 
 /*
+ * The vector registers the OS saves for us (XCR0) as the CPU has them: the
+ * trampolines that keep ymm0-7 with AVX, zmm0-7 with AVX-512F, xmm0-7
+ * otherwise (trampoline_x86_64.S).  Chosen for each stub page; the answer
+ * never changes.
+ */
+static const uintptr_t *vector_trampolines(void)
+{
+	enum { XCR0_SSE_AVX = 0x6, XCR0_AVX512 = 0xe6 };
+	unsigned int a, b, c, d, lo, hi;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+		return trampolines;
+	__asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	(void)hi;
+	if ((lo & XCR0_SSE_AVX) != XCR0_SSE_AVX)
+		return trampolines;
+	if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512F) &&
+	    (lo & XCR0_AVX512) == XCR0_AVX512)
+		return trampolines_avx512;
+	return trampolines_avx;
+}
+
+/*
  * Stub k, at page + 16 * k:   mov $k, %r11d ; jmp *literal_k(%rip) ; int3...
  * and from page + 128 the absolute address of the trampoline of each kind;
  * `jmp rel32` instead of the indirect jump when the trampoline is within
@@ -157,13 +190,11 @@ bool ftpad_arch_site_calls(uintptr_t addr)
  */
 void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page)
 {
-	uintptr_t targets[KIND_COUNT] = {
-		(uintptr_t)ftpad_trampoline_0, (uintptr_t)ftpad_trampoline_1,
-		(uintptr_t)ftpad_trampoline_2, (uintptr_t)ftpad_trampoline_3,
-	};
+	const uintptr_t *width = vector_trampolines();
+	uintptr_t targets[KIND_COUNT];
 
-	for (int k = KIND_REGS; k < KIND_COUNT; k++)
-		targets[k] = (uintptr_t)ftpad_trampoline_regs;
+	for (int k = 0; k < KIND_COUNT; k++)
+		targets[k] = width[k < KIND_REGS ? k : KIND_REGS];
 	memset(buf, 0xcc, ftpad_arch_stubs_size);
 	for (int k = 0; k < KIND_COUNT; k++) {
 		uint8_t *p = buf + k * STUB_SIZE;
