@@ -292,6 +292,9 @@ struct ftpad_text_run ftpad_text_writer_init(struct ftpad_text_writer *w, bool d
  * protection change per range, for the whole batch.
  */
 bool ftpad_text_direct(void) FTPAD_HIDDEN;
+/* Whether code may be made writable by mprotect at all (not when
+ * FTPAD_TEXT_WRITE=procmem forbids it). */
+bool ftpad_text_may_unprotect(void) FTPAD_HIDDEN;
 /* The pages of [lo, hi) writable, or (writable false) back to the
  * protection they had (prot, the segment's, if that cannot be read); with
  * a warning when that fails. */

@@ -253,11 +253,13 @@ static enum seen observe(struct stop *s, pid_t tid)
 	return ftpad_sorted_has(s->pcs, s->npcs, parse_hex(last + 1)) ? SEEN_AT_PC : SEEN_ASLEEP;
 }
 
-/* Whether /proc/self/task/<tid>/status shows the signal blocked. */
-static bool blocks_signal(pid_t tid)
+/* Whether /proc/self/task/<tid>/status shows sig blocked; its name into
+ * name[size] (the "Name:" line) when it does. */
+static bool task_blocks(pid_t tid, int sig, char *name, size_t size)
 {
 	char buf[2048];
 	const char *line;
+	size_t n = 0;
 
 	if (read_task_file(tid, "status", buf, sizeof(buf)) <= 0)
 		return false;
@@ -267,7 +269,20 @@ static bool blocks_signal(pid_t tid)
 	line += strlen("\nSigBlk:");
 	while (*line == ' ' || *line == '\t')
 		line++;
-	return parse_hex(line) >> (FTPAD_STOP_SIGNAL - 1) & 1;
+	if (!(parse_hex(line) >> (sig - 1) & 1))
+		return false;
+	if (name && size && !strncmp(buf, "Name:", 5))
+		for (line = buf + 5 + strspn(buf + 5, " \t"); n + 1 < size && line[n] &&
+		     line[n] != '\n'; n++)
+			name[n] = line[n];
+	if (name && size)
+		name[n] = 0;
+	return true;
+}
+
+static bool blocks_signal(pid_t tid)
+{
+	return task_blocks(tid, FTPAD_STOP_SIGNAL, NULL, 0);
 }
 
 /* ---- listing and signalling ---- */
@@ -452,6 +467,35 @@ static void release(struct stop *s, int phase)
 	__atomic_store_n(&active, NULL, __ATOMIC_SEQ_CST);
 	while (__atomic_load_n(&inside, __ATOMIC_SEQ_CST))
 		sched_yield();
+}
+
+/* ftpad_thread_blocking()'s search, under ftpad_lock. */
+static struct {
+	int sig;
+	bool (*ignore)(pid_t tid);
+	pid_t tid;
+	char *name;
+	size_t size;
+} blocker;
+
+static int note_blocker(struct stop *s, pid_t tid)
+{
+	(void)s;
+	if (!task_blocks(tid, blocker.sig, blocker.name, blocker.size) ||
+	    (blocker.ignore && blocker.ignore(tid)))
+		return 0;
+	blocker.tid = tid;
+	return -1; /* found: stop listing */
+}
+
+pid_t ftpad_thread_blocking(int sig, bool (*ignore)(pid_t tid), char *name, size_t size)
+{
+	long n;
+
+	blocker.sig = sig, blocker.ignore = ignore, blocker.tid = 0;
+	blocker.name = name, blocker.size = size;
+	n = for_each_task(NULL, note_blocker);
+	return blocker.tid ? blocker.tid : n < 0 && n != -EAGAIN ? (pid_t)n : 0;
 }
 
 bool ftpad_threads_may_stop(void)

@@ -43,6 +43,16 @@ struct ftpad_stop_failure {
 };
 
 /*
+ * A thread other than this one whose mask blocks sig, as
+ * /proc/self/task/<tid>/status shows it now, and that ignore (if not
+ * NULL) does not excuse: its tid, with its name in name[size]; 0 when
+ * there is none, -errno when the tasks cannot be listed.  Under
+ * ftpad_lock.
+ */
+pid_t ftpad_thread_blocking(int sig, bool (*ignore)(pid_t tid), char *name,
+			    size_t size) FTPAD_HIDDEN;
+
+/*
  * Whether the program allows libftpad to stop its threads with a signal:
  * FTPAD_STOP_THREADS=1 in the environment.  Off by default, because the
  * signal is visible to the program (a call that SA_RESTART does not

@@ -631,6 +631,11 @@ bool ftpad_text_direct(void)
 	return forced == M_MPROTECT || (forced == M_UNKNOWN && method == M_MPROTECT);
 }
 
+bool ftpad_text_may_unprotect(void)
+{
+	return forced_method() != M_PROCMEM;
+}
+
 int ftpad_text_unprotect(uintptr_t lo, uintptr_t hi, int prot, bool writable)
 {
 	int err = 0;

@@ -7,7 +7,10 @@
   traced as untraced, while its callback calls memset, strlen and snprintf
   and executes vzeroupper; through the assembly fast path, the full
   register save and the C paths (the recursion assist; sites without an
-  ops slot, found by address)."""
+  ops slot, found by address).
+- Threads that block every signal, SIGTRAP included, are never killed by
+  the int3 of the patch protocol: libftpad writes without int3 when such a
+  thread exists, or refuses with -EAGAIN and says which thread."""
 import pathlib
 import re
 
@@ -109,3 +112,56 @@ def test_every_width_saves_and_restores_vector_registers_0_to_7(libftpad, width,
         assert len(restored) == exits * len(saved) and set(restored) == saved, name
         offsets = sorted(s[2] for s in saved)
         assert len(set(offsets)) == len(offsets), name
+
+
+@pytest.fixture(scope="module")
+def sigblk(plugin, libftpad, tmp_path_factory):
+    exe = tmp_path_factory.mktemp("x86_sigblk") / "x86_sigblk"
+    run(["gcc", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
+         *plugin_flags(plugin, include="work_*"), SRC / "x86_sigblk.c",
+         f"-L{LIBDIR}", "-lftpad", f"-Wl,-rpath,{LIBDIR}", "-o", exe])
+    return exe
+
+
+TOGGLES = "300"
+
+
+@pytest.mark.parametrize("method", [None, "mprotect"])
+def test_threads_blocking_sigtrap_are_traced_without_int3(sigblk, method):
+    """Two workers block every signal and call traced functions in tight
+    loops while the main thread registers and unregisters 300 times (before
+    the fix the process died of SIGTRAP within the first few).  libftpad
+    sees them in /proc/self/task/*/status and writes those batches with a
+    2-byte jmp over the site instead of int3: every register works, the
+    calls are traced, nobody traps."""
+    env = {"FTPAD_TEXT_WRITE": method} if method else None
+    p = run([sigblk, TOGGLES], check=False, env=env)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    m = re.fullmatch(r"ok registered=(\d+) refused=0 calls=(\d+)\n", p.stdout)
+    assert m and m.group(1) == TOGGLES and int(m.group(2)) > 0, p.stdout + p.stderr
+    assert "blocks SIGTRAP" not in p.stderr, p.stderr
+
+
+def test_threads_blocking_sigtrap_lose_no_call_of_an_ops_that_stays(sigblk):
+    """The same, with an ops registered throughout and the toggled one
+    asking for the full register save: each toggle moves the sites from one
+    call to another, which the jmp over the site would skip; they change
+    their rel32 in one store instead, and the ops that stays sees exactly
+    every call the workers made."""
+    p = run([sigblk, TOGGLES, "exact"], check=False)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert re.fullmatch(rf"lost=0\nok registered={TOGGLES} refused=0 calls=\d+\n",
+                        p.stdout), p.stdout + p.stderr
+
+
+def test_threads_blocking_sigtrap_refuse_when_int3_is_the_only_way(sigblk):
+    """With FTPAD_TEXT_WRITE=procmem the code may not be made writable, and
+    /proc/self/mem writes cannot replace two bytes at once: only int3 is
+    left, so each register is refused with -EAGAIN and a message that names
+    the thread, and the process lives."""
+    p = run([sigblk, TOGGLES], check=False, env={"FTPAD_TEXT_WRITE": "procmem"})
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout == f"ok registered=0 refused={TOGGLES} calls=0\n", p.stdout + p.stderr
+    assert re.search(r"ftpad: error: thread \d+ \(blocker\) blocks SIGTRAP, .*"
+                     r"FTPAD_TEXT_WRITE=procmem forbids writing without int3; not patched",
+                     p.stderr), p.stderr

@@ -16,10 +16,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <ucontext.h>
 #include <cpuid.h>
 
 #include "../arch.h"
+#include "../quiesce.h"
 
 _Static_assert(offsetof(struct ftpad_regs, pt.rdi) == 112, "trampoline_x86_64.S R_RDI");
 _Static_assert(offsetof(struct ftpad_regs, pt.rip) == 120, "trampoline_x86_64.S R_RIP");
@@ -366,13 +368,51 @@ static int install_sigtrap(void)
 	/*
 	 * Nothing may interrupt our handler: a signal handler that ran into a
 	 * site mid-patch there would trap with SIGTRAP blocked, and the kernel
-	 * kills a thread whose int3 trap is blocked.
+	 * kills a thread whose int3 trap is blocked.  SIGTRAP itself stays
+	 * unblocked (SA_NODEFER: our code has no site), so that a thread in
+	 * here is not taken for one that blocks it (choose_protocol()).
 	 */
 	sigfillset(&sa.sa_mask);
+	sigdelset(&sa.sa_mask, SIGTRAP);
+	sa.sa_flags |= SA_NODEFER;
 	if (sigaction(SIGTRAP, &sa, &chained) < 0)
 		return -errno;
 	trap_installed = true;
 	return 0;
+}
+
+/*
+ * Without int3.  A thread that blocks SIGTRAP (the worker threads of many
+ * servers block every signal) and runs into a site mid-patch is killed by
+ * the kernel: it forces a blocked trap signal, with its default action.
+ * When such a thread exists, the batch guards the sites with a 2-byte
+ * `jmp .+5` (eb 03) in place of int3: a thread that arrives meanwhile
+ * skips the site, as it would the NOP, and no signal is raised.  Stored
+ * by this thread into code made writable by mprotect for the batch, so
+ * that each change is one 2- or 4-byte store within a cache line, which
+ * instruction fetch sees whole (what XRay's patching and Windows hot
+ * patching count on):
+ *  - NOP to call, call to NOP: eb 03 over the first two bytes, sync; the
+ *    last three bytes, sync; the first two bytes, sync;
+ *  - call to call (to or from the full save), whose first byte stays e8:
+ *    the rel32 in one store in the tail step, so that the ops that stays
+ *    registered loses no call, as with int3's emulation.
+ * Not when FTPAD_TEXT_WRITE=procmem forbids mprotect, or a site crosses a
+ * cache line: then the batch is refused (docs/runtime.md).
+ */
+#define CACHE_LINE 64
+static const uint8_t jmp_over_site[2] = { 0xeb, sizeof(nop5) - 2 };
+
+static inline void store_code16(uint8_t *p, uint8_t b0, uint8_t b1)
+{
+	uint16_t v = (uint16_t)(b0 | b1 << 8);
+
+	__asm__ volatile("movw %1, %0" : "=m"(*(uint16_t *)p) : "r"(v));
+}
+
+static inline void store_code32(uint8_t *p, int32_t v)
+{
+	__asm__ volatile("movl %1, %0" : "=m"(*(int32_t *)p) : "r"(v));
 }
 
 /*
@@ -413,7 +453,7 @@ static void run_written(void *ctx)
  * local variables, and only a new run calls out.
  */
 static inline __attribute__((always_inline)) void
-step_module(struct step_walk *sw, struct ftpad_module *m, const enum step step)
+step_module(struct step_walk *sw, struct ftpad_module *m, const enum step step, const bool guard)
 {
 	/* Locals, not fields of *sw, which the stores into code may alias. */
 	const uint8_t bit = sw->b->bit;
@@ -426,7 +466,8 @@ step_module(struct step_walk *sw, struct ftpad_module *m, const enum step step)
 	for (struct ftpad_site *s = run; s < end; s++) {
 		uintptr_t addr, lo, hi;
 		uint8_t *p, *slot;
-		bool call;
+		int32_t rel32 = 0;
+		bool call, rel_only;
 
 		if (!(s->batch & bit))
 			continue;
@@ -445,28 +486,42 @@ step_module(struct step_walk *sw, struct ftpad_module *m, const enum step step)
 		p = (uint8_t *)(addr + r.delta);
 		slot = (uint8_t *)(s->entry - 8 + r.delta);
 		call = s->patching > 0;
+		/* Without int3 (guard, always direct): a call that stays a call
+		 * only changes its rel32, in the tail step. */
+		rel_only = guard && call && p[0] == 0xe8;
+		if (call) {
+			unsigned int kind = s->kind | (s->target_regs ? KIND_REGS : 0);
+			intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE - hi);
+
+			rel32 = (int32_t)rel;
+			/* Never: the stub page is within reach of the whole module. */
+			far |= rel != rel32;
+		}
 		if (step == STEP_INT3) {
 			if (call && (s->batch & FTPAD_B_SLOT))
 				memcpy(slot, &(uint64_t){ (uintptr_t)s }, 8);
-			p[0] = 0xcc;
+			if (!guard)
+				p[0] = 0xcc;
+			else if (!rel_only)
+				store_code16(p, jmp_over_site[0], jmp_over_site[1]);
 		} else if (step == STEP_HEAD) {
-			p[0] = call ? 0xe8 : nop5[0];
+			if (!guard)
+				p[0] = call ? 0xe8 : nop5[0];
+			else if (!rel_only)
+				store_code16(p, call ? 0xe8 : nop5[0], call ? (uint8_t)rel32 : nop5[1]);
 			/* Stored into the code itself: done, reported a few at a
 			 * time while their cache lines are at hand. */
 			if (direct && s + 1 - run >= 64) {
 				ftpad_batch_written(sw->b, run, s + 1);
 				run = s + 1;
 			}
+		} else if (rel_only) {
+			store_code32(p + 1, rel32);
 		} else if (call) {
-			unsigned int kind = s->kind | (s->target_regs ? KIND_REGS : 0);
-			intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE - hi);
-			int32_t rel32 = (int32_t)rel;
-
-			/* Never: the stub page is within reach of the whole module. */
-			far |= rel != rel32;
-			memcpy(p + 1, &rel32, sizeof(rel32));
+			/* Behind int3, the four bytes; behind the jmp, the last three. */
+			memcpy(p + 1 + guard, (uint8_t *)&rel32 + guard, sizeof(rel32) - guard);
 		} else {
-			memcpy(p + 1, nop5 + 1, sizeof(nop5) - 1);
+			memcpy(p + 1 + guard, nop5 + 1 + guard, sizeof(nop5) - 1 - guard);
 			if (step == STEP_TAIL_SLOTS && (s->batch & FTPAD_B_SLOT))
 				memcpy(slot, &ftpad_arch_slot_empty, 8);
 		}
@@ -479,7 +534,29 @@ step_module(struct step_walk *sw, struct ftpad_module *m, const enum step step)
 	sw->r = r;
 }
 
-static int write_step(struct ftpad_batch *b, enum step step, bool direct)
+/* One step over one module: each step, with int3 or guarded, a loop of
+ * its own (step_module() inlined with constants). */
+static void step_one_module(struct step_walk *sw, struct ftpad_module *m, enum step step,
+			    bool guard)
+{
+#define STEP(st) (guard ? step_module(sw, m, st, true) : step_module(sw, m, st, false))
+	switch (step) {
+	case STEP_INT3:
+		STEP(STEP_INT3);
+		break;
+	case STEP_TAIL:
+		STEP(STEP_TAIL);
+		break;
+	case STEP_TAIL_SLOTS:
+		STEP(STEP_TAIL_SLOTS);
+		break;
+	default:
+		STEP(STEP_HEAD);
+	}
+#undef STEP
+}
+
+static int write_step(struct ftpad_batch *b, enum step step, bool direct, bool guard)
 {
 	struct step_walk sw = { .b = b };
 
@@ -487,19 +564,7 @@ static int write_step(struct ftpad_batch *b, enum step step, bool direct)
 	for (struct ftpad_module *m = ftpad_modules(); m && !sw.w.err; m = m->next) {
 		if (!ftpad_batch_first(m, b->bit))
 			continue;
-		switch (step) {
-		case STEP_INT3:
-			step_module(&sw, m, STEP_INT3);
-			break;
-		case STEP_TAIL:
-			step_module(&sw, m, STEP_TAIL);
-			break;
-		case STEP_TAIL_SLOTS:
-			step_module(&sw, m, STEP_TAIL_SLOTS);
-			break;
-		default:
-			step_module(&sw, m, STEP_HEAD);
-		}
+		step_one_module(&sw, m, step, guard);
 	}
 	return sw.w.err;
 }
@@ -565,16 +630,88 @@ static bool protect_batch(const struct ftpad_batch *b, bool writable, int *err)
  * (ftpad_sites_quiesce(), which does not wait for long) lets the last
  * readers of their slots finish.  That saves a fourth pass over the code.
  */
+/* Whether every site of the batch lies within one cache line, so that the
+ * guarded protocol can store each change in one piece. */
+static bool batch_in_lines(const struct ftpad_batch *b)
+{
+	for (const struct ftpad_module *m = ftpad_modules(); m; m = m->next) {
+		const struct ftpad_site *end = ftpad_batch_end(m, b->bit);
+
+		for (const struct ftpad_site *s = ftpad_batch_first(m, b->bit); s && s < end; s++)
+			if ((s->batch & b->bit) &&
+			    ftpad_site_addr(s) % CACHE_LINE > CACHE_LINE - sizeof(nop5))
+				return false;
+	}
+	return true;
+}
+
+/* The code of batch b made writable for the guarded protocol: NULL, or
+ * why it cannot be written so. */
+static const char *guard_setup(struct ftpad_batch *b)
+{
+	int err = 0;
+
+	if (!ftpad_text_may_unprotect())
+		return "FTPAD_TEXT_WRITE=procmem forbids writing without int3";
+	if (!batch_in_lines(b))
+		return "a site crosses a cache line, so cannot be written without int3";
+	if (!protect_batch(b, true, &err))
+		return "its sites span segments, so cannot be written without int3";
+	if (err)
+		return "the code cannot be made writable to write without int3";
+	return NULL;
+}
+
+/*
+ * How batch b is written: by the int3 protocol when no other thread
+ * blocks SIGTRAP, else guarded (*guard, with the code made writable:
+ * *direct), else refused with -EAGAIN and a message naming the thread.
+ * When the threads cannot be listed (no /proc), guarded if it can be.
+ */
+static int choose_protocol(struct ftpad_batch *b, bool *direct, bool *guard)
+{
+	char name[16] = "?";
+	pid_t tid = ftpad_thread_blocking(SIGTRAP, NULL, name, sizeof(name));
+	const char *why;
+
+	*guard = false;
+	if (!tid)
+		return 0;
+	why = guard_setup(b);
+	if (!why)
+		return *direct = *guard = true, 0;
+	/* glibc blocks every signal for a moment in a thread being created
+	 * or exiting (and in pthread_create's caller): before refusing, give
+	 * such a thread a few milliseconds to pass. */
+	for (int i = 0; tid > 0 && i < 10; i++) {
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+		tid = ftpad_thread_blocking(SIGTRAP, NULL, name, sizeof(name));
+	}
+	if (tid <= 0)
+		return 0; /* none left, or no /proc to tell: int3, as before */
+	ftpad_warn("ftpad: error: thread %d (%s) blocks SIGTRAP, and would be killed by the kernel "
+		   "should it run into a site being patched with int3; %s; not patched\n",
+		   (int)tid, name, why);
+	return -EAGAIN;
+}
+
 int ftpad_arch_batch_write(struct ftpad_batch *b)
 {
 	enum step tail = STEP_TAIL;
 	int err = install_sigtrap(), end = 0;
-	bool direct = false;
+	bool direct = false, guard = false;
+	sigset_t all, mask;
 
-	if (!err && ftpad_text_direct())
+	/* Nothing on this thread runs into a site mid-patch either: its
+	 * signal handlers wait until the batch is written. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &mask);
+	if (!err)
+		err = choose_protocol(b, &direct, &guard);
+	if (!err && !guard && ftpad_text_direct())
 		direct = protect_batch(b, true, &err);
 	if (!err)
-		err = write_step(b, STEP_INT3, direct);
+		err = write_step(b, STEP_INT3, direct, guard);
 	if (!err)
 		err = sync_all_cores();
 	if (!err && b->slots && ftpad_sites_quiesce()) {
@@ -582,15 +719,16 @@ int ftpad_arch_batch_write(struct ftpad_batch *b)
 		tail = STEP_TAIL_SLOTS;
 	}
 	if (!err)
-		err = write_step(b, tail, direct);
+		err = write_step(b, tail, direct, guard);
 	if (!err)
 		err = sync_all_cores();
 	if (!err)
-		err = write_step(b, STEP_HEAD, direct);
+		err = write_step(b, STEP_HEAD, direct, guard);
 	if (direct)
 		protect_batch(b, false, &end);
 	if (!err)
 		err = end ? end : sync_all_cores();
+	pthread_sigmask(SIG_SETMASK, &mask, NULL);
 	return err;
 }
 

@@ -147,8 +147,9 @@ struct ftpad_pt_regs {
  * the functions being patched (the int3 protocol with membarrier SYNC_CORE
  * on x86_64, a single-instruction NOP/BL write on aarch64; a SIGTRAP
  * handler is installed at the first x86_64 patch and chains to the one
- * installed before it).  Register, unregister and filter calls are
- * serialised by one lock.  In a callback: -EDEADLK.
+ * installed before it; while another thread blocks SIGTRAP, x86_64
+ * writes without int3, see docs/runtime.md).  Register, unregister and
+ * filter calls are serialised by one lock.  In a callback: -EDEADLK.
  * Async-signal-unsafe: it takes a lock and allocates memory.
  *
  * The first call (of any ftpad_* call that needs them) reads the site
@@ -169,7 +170,10 @@ struct ftpad_pt_regs {
  * single-threaded, or, with FTPAD_STOP_THREADS=1 in the environment, with
  * every other thread stopped by SIGRTMAX - 4, and one could not be
  * stopped (it blocks that signal; see docs/runtime.md), or -ENOENT when
- * the threads cannot be listed (no /proc/self/task).  On error
+ * the threads cannot be listed (no /proc/self/task); -EAGAIN on x86_64
+ * when another thread blocks SIGTRAP (so would be killed by the int3 of
+ * the patch protocol) and the code cannot be written without int3
+ * (FTPAD_TEXT_WRITE=procmem, or mprotect refused).  On error
  * nothing is left registered and the text is as before (such MOVs
  * excepted, which are harmless), and, as after ftpad_unregister_ops(), no
  * callback of ops is running or will run: sites enabled before the
