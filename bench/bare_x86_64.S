@@ -13,6 +13,9 @@
  *                 arguments at hand can cost;
  *   -DBARE_XMM    the same with xmm0-7 saved too: what DESIGN.md asks every
  *                 trampoline to keep, and so the floor for ftpad's.
+ *   -DBARE_YMM    the same with ymm0-7 (AVX): what ftpad's trampoline keeps
+ *                 on an AVX CPU, so that __m256 arguments survive a
+ *                 callback that calls libc (the floor for that).
  *
  * No ops lookup, no recursion guard, no errno, no check that the site is
  * still a call: each is something ftpad's trampoline does and this does
@@ -26,7 +29,9 @@ __fentry__:
 #ifdef BARE_RET
 	ret
 #else
-#ifdef BARE_XMM
+#ifdef BARE_YMM
+#define XMM_BYTES 256
+#elif defined(BARE_XMM)
 #define XMM_BYTES 128
 #else
 #define XMM_BYTES 0
@@ -42,7 +47,16 @@ __fentry__:
 	movq %r9, 40(%rsp)
 	movq %rax, 48(%rsp)
 	movq %r10, 56(%rsp)
-#ifdef BARE_XMM
+#ifdef BARE_YMM
+	vmovdqu %ymm0, 64(%rsp)
+	vmovdqu %ymm1, 96(%rsp)
+	vmovdqu %ymm2, 128(%rsp)
+	vmovdqu %ymm3, 160(%rsp)
+	vmovdqu %ymm4, 192(%rsp)
+	vmovdqu %ymm5, 224(%rsp)
+	vmovdqu %ymm6, 256(%rsp)
+	vmovdqu %ymm7, 288(%rsp)
+#elif defined(BARE_XMM)
 	movaps %xmm0, 64(%rsp)
 	movaps %xmm1, 80(%rsp)
 	movaps %xmm2, 96(%rsp)
@@ -58,7 +72,16 @@ __fentry__:
 	leaq bare_ops(%rip), %rdx
 	movq %rsp, %rcx                 /* regs */
 	call *bare_callback(%rip)
-#ifdef BARE_XMM
+#ifdef BARE_YMM
+	vmovdqu 64(%rsp), %ymm0
+	vmovdqu 96(%rsp), %ymm1
+	vmovdqu 128(%rsp), %ymm2
+	vmovdqu 160(%rsp), %ymm3
+	vmovdqu 192(%rsp), %ymm4
+	vmovdqu 224(%rsp), %ymm5
+	vmovdqu 256(%rsp), %ymm6
+	vmovdqu 288(%rsp), %ymm7
+#elif defined(BARE_XMM)
 	movaps 64(%rsp), %xmm0
 	movaps 80(%rsp), %xmm1
 	movaps 96(%rsp), %xmm2

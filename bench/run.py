@@ -55,7 +55,10 @@ def variants(build):
     # call a callback; its callback (bare.c) is built without -pg.
     for name, define in [("bare trampoline: call, ret", "-DBARE_RET"),
                          ("bare trampoline: GPRs, empty callback", "-DBARE_GPRS"),
-                         ("bare trampoline: GPRs+xmm, empty callback", "-DBARE_XMM")]:
+                         ("bare trampoline: GPRs+xmm, empty callback", "-DBARE_XMM"),
+                         ("bare trampoline: GPRs+ymm, empty callback", "-DBARE_YMM")]:
+        if define == "-DBARE_YMM" and not cpu_has("avx"):
+            continue
         v.append((name, "gcc", ["-fno-pie", "-pg", "-mfentry"], ["-no-pie"],
                   [("bare_x86_64.S", [define]), ("bare.c", [])]))
     if shutil.which("clang-14"):
@@ -64,6 +67,14 @@ def variants(build):
               ("clang-14 XRay, patched, empty handler", "clang-14", [*xray, "-DXRAY_PATCH"],
                ["-fxray-instrument"], [])]
     return v
+
+
+def cpu_has(flag):
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and flag in line.split() for line in f)
+    except OSError:
+        return False
 
 
 def build_all(build, out):
@@ -150,7 +161,8 @@ def main():
     # Each enabled ftpad build's added cost against XRay's (issue 4's
     # target) and against the bare trampoline that keeps what DESIGN.md
     # asks for (its floor), both measured in this run.
-    for peer in (xray, "bare trampoline: GPRs+xmm, empty callback"):
+    for peer in (xray, "bare trampoline: GPRs+xmm, empty callback",
+                 "bare trampoline: GPRs+ymm, empty callback"):
         if peer not in times:
             continue
         added = min(times[peer]) - floor
