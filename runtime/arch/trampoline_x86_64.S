@@ -51,9 +51,12 @@
  *  - ftpad_trampoline_regs (FTPAD_OPS_FL_SAVE_REGS) saves and restores
  *    every general register and the flags too, then goes to C.
  *
+ * Each comes in the three widths above: ftpad_trampoline_2,
+ * ftpad_trampoline_avx_2, ftpad_trampoline_avx512_2 and so on.
+ *
  * The frame is struct ftpad_regs (internal.h, ftpad.h's ftpad_pt_regs),
- * then what the fast path keeps over its call and the kind; arch/x86_64.c
- * checks the offsets.
+ * then what the fast path keeps over its call and the kind, then, with
+ * AVX-512, the upper halves of zmm0-7; arch/x86_64.c checks the offsets.
  */
 #define R_R15 0
 #define R_R14 8
