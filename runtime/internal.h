@@ -109,6 +109,7 @@ struct ftpad_module {
 	int syms_loaded;             /* atomic: syms may be read (acquire) */
 	uintptr_t stubs;             /* its trampoline stub page; 0 until needed */
 	bool seen;                   /* scratch of ftpad_modules_refresh() */
+	unsigned long long verified_subs; /* dlpi_subs when last known the same load */
 	struct ftpad_module *gone;   /* the list of unloaded modules to free */
 	/* Scratch of ftpad_update_sites(): the sites of its batch with
 	 * FTPAD_B_UP ([0]) and FTPAD_B_DOWN ([1]) lie in [first, end). */
@@ -152,6 +153,22 @@ void ftpad_log(enum ftpad_log_level level, const char *fmt, ...)
 
 /* module.c */
 int ftpad_modules_refresh(void) FTPAD_HIDDEN;            /* under ftpad_lock */
+/*
+ * Under ftpad_lock: refresh the list of modules, then call fn(arg) with no
+ * module unmapped (nor mapped) until it returns, inside dl_iterate_phdr.
+ * Every read or write of code goes through here; fn must not wait for a
+ * thread that may be in a callback (no grace period).  fn's result, or
+ * the refresh's error.
+ */
+int ftpad_modules_hold(int (*fn)(void *arg), void *arg) FTPAD_HIDDEN;
+/* In a forked child: if the fork came while a thread was in a hold, glibc's
+ * write lock stays held; modules are then no longer listed. */
+void ftpad_modules_fork_child(void) FTPAD_HIDDEN;
+/* Whether a module with sites was read since the last call; clears it. */
+bool ftpad_modules_take_added(void) FTPAD_HIDDEN;
+/* Under ftpad_lock: refresh, and bring the sites of modules read since the
+ * last update in line with the registered ops. */
+int ftpad_modules_sync(void) FTPAD_HIDDEN;
 /* Modules found unloaded by a refresh, to free after a grace period. */
 bool ftpad_modules_unloaded(void) FTPAD_HIDDEN;
 void ftpad_modules_free_unloaded(void) FTPAD_HIDDEN;

@@ -10,7 +10,23 @@
  * later dlopen shows up as a new dl_iterate_phdr entry (dlpi_adds), so every
  * API call rescans cheaply, as does libftpad.so's dlopen and dlclose
  * (dlhooks.c).  A module that is no longer listed (dlpi_subs changed) is
- * unlinked, and freed after a grace period.
+ * unlinked, and freed after a grace period; one listed at the address and
+ * under the name of a known one may still be a new load (same_load()).
+ *
+ * Code is read and written only inside ftpad_modules_hold(): from within a
+ * dl_iterate_phdr callback, which holds glibc's dl_load_write_lock, the
+ * lock under which dlclose unlinks and unmaps a module (_dl_close_worker,
+ * glibc 2.36).  So the list of modules is made current there, and no module
+ * of it can be unmapped (nor a new one mapped at its address) until the
+ * writer is out, whatever the hooks saw: a dlclose in another thread, in a
+ * callback, or in a program linked with libftpad.a, which has no hooks.
+ * Lock order: ftpad_lock, then dl_load_write_lock.  glibc takes its
+ * dl_load_lock before its write lock and runs constructors and destructors
+ * under the former only, so one that calls ftpad_register_ops() waits for
+ * ftpad_lock without holding the write lock: no cycle.  Nothing inside the
+ * hold may wait for a thread that may be in a callback (a callback may
+ * call dlopen or dlclose, which wait for the write lock): grace periods
+ * are waited for outside it (patch.c).
  *
  * Sites are checked byte by byte before anything is patched: the runtime
  * never writes to a pad that is not exactly what its record describes.
@@ -35,7 +51,19 @@ pthread_mutex_t ftpad_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ftpad_module *modules; /* atomic list head */
 static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
 static bool scanned; /* the tables were read once */
-/* Modules unlinked after a dlclose, freed by ftpad_modules_reclaim(). */
+/* A module with sites was read since the last ftpad_update_sites(). */
+static bool added;
+/*
+ * A thread is in one of our dl_iterate_phdr calls (a scan, a hold), so may
+ * hold glibc's write lock.  A child forked then from a callback (ops.c)
+ * may find that lock held for ever (glibc's fork resets dl_load_lock, not
+ * dl_load_write_lock): it can neither list modules nor dlopen, and has
+ * only its own thread.  Its list is the one the parent had (no module is
+ * unloaded while the lock is held), so it writes without listing.
+ */
+static int listing; /* under ftpad_lock */
+static bool dl_lock_lost;
+/* Modules unlinked after a dlclose, freed by ftpad_modules_free_unloaded(). */
 static struct ftpad_module *gone;
 
 struct ftpad_module *ftpad_modules(void)
@@ -147,6 +175,18 @@ static void set_segments(struct ftpad_module *mod, const struct dl_phdr_info *in
 	}
 }
 
+/* Whether the ELF file image map (of size bytes) has the program headers
+ * the loader used for the module of info (it copies them verbatim). */
+static bool phdrs_match(const void *map, size_t size, const struct dl_phdr_info *info)
+{
+	const ElfW(Ehdr) *eh = map;
+
+	return eh->e_phnum == info->dlpi_phnum &&
+	       eh->e_phoff + eh->e_phnum * sizeof(ElfW(Phdr)) <= size &&
+	       !memcmp((const char *)map + eh->e_phoff, info->dlpi_phdr,
+		       eh->e_phnum * sizeof(ElfW(Phdr)));
+}
+
 /*
  * Map the module's file and check it is the one loaded: its program headers
  * must be the ones the loader used (they are copied into memory verbatim).
@@ -171,11 +211,9 @@ static int map_file(struct ftpad_module *mod, const char *path, const struct dl_
 	eh = map;
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
 	    eh->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-	    eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_phnum != info->dlpi_phnum ||
-	    eh->e_phoff + eh->e_phnum * sizeof(ElfW(Phdr)) > (size_t)st.st_size ||
+	    eh->e_shentsize != sizeof(ElfW(Shdr)) || !phdrs_match(map, st.st_size, info) ||
 	    eh->e_shoff + eh->e_shnum * sizeof(ElfW(Shdr)) > (size_t)st.st_size ||
-	    eh->e_shstrndx >= eh->e_shnum ||
-	    memcmp((char *)map + eh->e_phoff, info->dlpi_phdr, eh->e_phnum * sizeof(ElfW(Phdr)))) {
+	    eh->e_shstrndx >= eh->e_shnum) {
 		munmap(map, st.st_size);
 		return -ENOEXEC;
 	}
@@ -404,15 +442,106 @@ static struct ftpad_module *known(uintptr_t lo, const char *name, bool first)
 	return NULL;
 }
 
-static int add_module(struct dl_phdr_info *info, bool first)
+/* Whether the bytes of site s still show what libftpad wrote there, by its
+ * state (true if it wrote nothing or is half way through a write). */
+static bool site_as_written(const struct ftpad_site *s)
+{
+	uintptr_t prep;
+	uint8_t insn[8];
+
+	if (__atomic_load_n(&s->patching, __ATOMIC_RELAXED))
+		return true;
+	if (s->state & FTPAD_S_ENABLED)
+		return ftpad_arch_site_calls(ftpad_site_addr(s));
+	if (s->state & FTPAD_S_SLOTTED)
+		return *(const uintptr_t *)ftpad_site_slot(s) == (uintptr_t)s;
+	if (s->state & FTPAD_S_PREPARED) {
+		ftpad_arch_site_prep(s, &prep, insn);
+		return !prep || !memcmp((const void *)prep, insn, ftpad_arch_site_len);
+	}
+	return true;
+}
+
+static bool site_written(const struct ftpad_site *s)
+{
+	return !__atomic_load_n(&s->patching, __ATOMIC_RELAXED) &&
+	       (s->state & (FTPAD_S_ENABLED | FTPAD_S_SLOTTED | FTPAD_S_PREPARED));
+}
+
+/*
+ * Whether the known module m, listed again at the same address and under
+ * the same name, is still the load whose tables we have.  A dlclose and a
+ * dlopen between two scans (libftpad.a has no hooks; a dlclose in a
+ * callback does not rescan) leave exactly that, and dlpi_subs is all glibc
+ * tells (no public per-load generation).  A new load has lost everything
+ * libftpad wrote: so the first site our state says was written fully
+ * (a call, its slot, a prep) tells which, from memory, which no dlclose
+ * can unmap during the scan.  With no such site, the old tables equal new
+ * ones if the file is the same (the program headers in memory are those of
+ * the file we mapped, as map_file() checks), and are kept: re-reading a
+ * large module at every dlclose elsewhere would cost for nothing.  Sites
+ * left half written are rewritten whole by the next update either way.
+ */
+static bool same_load(const struct ftpad_module *m, const struct dl_phdr_info *info)
+{
+	for (size_t i = 0; i < m->nsites; i++)
+		if (site_written(&m->sites[i]))
+			return site_as_written(&m->sites[i]);
+	return m->map ? phdrs_match(m->map, m->map_size, info) : !m->nsites;
+}
+
+/*
+ * Unlink module *pp: dlclose removed it.  Its code is gone, so nothing is
+ * written there; threads may still be reading the structure (dispatch,
+ * lookups), so it is freed after a grace period, by
+ * ftpad_modules_free_unloaded().
+ */
+static void forget(struct ftpad_module **pp, const char *why)
+{
+	struct ftpad_module *m = *pp;
+
+	ftpad_debug("ftpad: %s: %s, %zu sites forgotten\n", m->path, why, m->nsites);
+	/* m->next stays, for readers standing on m right now. */
+	__atomic_store_n(pp, m->next, __ATOMIC_RELEASE);
+	ftpad_note_unpublished();
+	m->gone = gone;
+	gone = m;
+}
+
+static void forget_module(struct ftpad_module *m, const char *why)
+{
+	struct ftpad_module **pp = &modules;
+
+	while (*pp != m)
+		pp = &(*pp)->next;
+	forget(pp, why);
+}
+
+struct scan {
+	int index;
+	int err;
+	unsigned long long subs; /* dlpi_subs now */
+};
+
+static int add_module(struct dl_phdr_info *info, const struct scan *scan)
 {
 	struct ftpad_module probe = { 0 }, *mod, *old;
 	const char *name = info->dlpi_name, *path;
+	bool first = scan->index == 0;
 	char exe[4096];
 	int err = 0;
 
 	set_segments(&probe, info);
 	old = probe.nsegs ? known(probe.lo, name, first) : NULL;
+	/* The program is never unloaded. */
+	if (old && !first && old->verified_subs != scan->subs) {
+		if (!same_load(old, info)) {
+			forget_module(old, "unloaded and loaded again");
+			old = NULL;
+		} else {
+			old->verified_subs = scan->subs;
+		}
+	}
 	if (!probe.nsegs || old) {
 		if (old)
 			old->seen = true;
@@ -428,6 +557,7 @@ static int add_module(struct dl_phdr_info *info, bool first)
 	mod->path = (char *)(mod + 1);
 	strcpy(mod->path, path);
 	mod->seen = true;
+	mod->verified_subs = scan->subs;
 	if (first && !*name)
 		map_program(mod, info);
 	else if (strchr(name, '/'))
@@ -437,15 +567,11 @@ static int add_module(struct dl_phdr_info *info, bool first)
 	name_sites(mod);
 	if (mod->nsites)
 		ftpad_debug("ftpad: %s: %zu sites\n", mod->path, mod->nsites);
+	added |= mod->nsites > 0;
 	mod->next = modules;
 	__atomic_store_n(&modules, mod, __ATOMIC_RELEASE);
 	return err == -ENOMEM ? err : 0;
 }
-
-struct scan {
-	int index;
-	int err;
-};
 
 static int scan_one(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -457,17 +583,14 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *data)
 			return 1;
 		last_adds = info->dlpi_adds;
 		last_subs = info->dlpi_subs;
+		scan->subs = info->dlpi_subs;
 	}
-	scan->err = add_module(info, scan->index++ == 0);
+	scan->err = add_module(info, scan);
+	scan->index++;
 	return scan->err;
 }
 
-/*
- * Unlink the modules the scan did not see: dlclose removed them.  Their
- * code is gone, so nothing is written there; threads may still be reading
- * the structures (dispatch, lookups), so they are freed after a grace
- * period, by ftpad_modules_reclaim().
- */
+/* Unlink the modules the scan did not see: dlclose removed them. */
 static void forget_unloaded(void)
 {
 	struct ftpad_module **pp = &modules;
@@ -480,20 +603,25 @@ static void forget_unloaded(void)
 			pp = &m->next;
 			continue;
 		}
-		ftpad_debug("ftpad: %s: unloaded, %zu sites forgotten\n", m->path, m->nsites);
-		/* m->next stays, for readers standing on m right now. */
-		__atomic_store_n(pp, m->next, __ATOMIC_RELEASE);
-		ftpad_note_unpublished();
-		m->gone = gone;
-		gone = m;
+		forget(pp, "unloaded");
 	}
+}
+
+static void list_modules(int (*fn)(struct dl_phdr_info *, size_t, void *), void *data)
+{
+	listing++;
+	dl_iterate_phdr(fn, data);
+	listing--;
 }
 
 int ftpad_modules_refresh(void)
 {
-	struct scan scan = { 0, 0 };
+	/* dlpi_subs is there since glibc 2.4. */
+	struct scan scan = { 0, 0, 0 };
 
-	dl_iterate_phdr(scan_one, &scan);
+	if (dl_lock_lost)
+		return 0;
+	list_modules(scan_one, &scan);
 	scanned = true;
 	if (scan.err) {
 		last_adds = ~0ull; /* retry next time */
@@ -503,6 +631,59 @@ int ftpad_modules_refresh(void)
 		forget_unloaded();
 	}
 	return scan.err;
+}
+
+bool ftpad_modules_take_added(void)
+{
+	bool was = added;
+
+	added = false;
+	return was;
+}
+
+void ftpad_modules_fork_child(void)
+{
+	dl_lock_lost |= listing > 0;
+	listing = 0;
+}
+
+struct hold {
+	int (*fn)(void *arg);
+	void *arg;
+	int err;
+	bool ran;
+};
+
+static int hold_one(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct hold *h = data;
+
+	(void)info, (void)size;
+	/* The write lock is recursive: the scan's own dl_iterate_phdr nests. */
+	h->err = ftpad_modules_refresh();
+	if (!h->err)
+		h->err = h->fn(h->arg);
+	h->ran = true;
+	return 1;
+}
+
+int ftpad_modules_hold(int (*fn)(void *arg), void *arg)
+{
+	struct hold h = { fn, arg, 0, false };
+
+	if (dl_lock_lost)
+		return fn(arg);
+	list_modules(hold_one, &h);
+	return h.ran ? h.err : -ENOENT;
+}
+
+int ftpad_modules_sync(void)
+{
+	int err = ftpad_modules_refresh();
+
+	if (!err && ftpad_modules_take_added() && ftpad_registered())
+		err = ftpad_update_sites();
+	return err;
 }
 
 bool ftpad_modules_unloaded(void)

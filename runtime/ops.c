@@ -497,13 +497,14 @@ struct ftpad_pt_regs *ftpad_get_pt_regs(struct ftpad_regs *regs)
 
 void ftpad_modules_changed(void)
 {
-	/* From a callback, the next ftpad_* call outside one picks it up;
-	 * before the first call that needed the tables, nothing to do. */
+	/* From a callback, the next ftpad_* call outside one picks it up
+	 * (every call that writes code refreshes the modules first, in
+	 * ftpad_modules_hold()); before the first call that needed the
+	 * tables, nothing to do. */
 	if (in_callback() || !ftpad_modules_scanned())
 		return;
 	lock();
-	if (!ftpad_modules_refresh() && ftpad_registered())
-		ftpad_update_sites();
+	ftpad_modules_sync();
 	ftpad_reclaim(false);
 	unlock();
 }
@@ -518,7 +519,9 @@ int ftpad_get_stats(struct ftpad_stats *st)
 	if (in_callback())
 		return -EDEADLK;
 	lock();
-	ftpad_modules_refresh();
+	/* Modules loaded since are patched now, as by any call (dlhooks.c
+	 * does it earlier in libftpad.so). */
+	ftpad_modules_sync();
 	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next) {
 		s.modules += m->nsites > 0;
 		s.sites += m->nsites;
@@ -575,6 +578,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	ftpad_grace_fork_child();
+	ftpad_modules_fork_child();
 	ftpad_symbols_fork_done(true);
 	if (fork_locked) {
 		pthread_mutex_unlock(&ftpad_lock);

@@ -680,21 +680,19 @@ static bool unslotted(const struct ftpad_site *s)
 	return !(s->state & FTPAD_S_ENABLED) && (s->state & FTPAD_S_SLOTTED);
 }
 
-/* Step 4, when the arch did not do it in the batch: the n slots of sites
- * turned off that keep their pointer get their NOPs back. */
-static int clear_slots(size_t n)
+/* Step 4, inside ftpad_modules_hold(): the *n (at most) slots of sites
+ * turned off that keep their pointer get their NOPs back.  A module
+ * unloaded since step 3 is no longer listed, and one loaded again at its
+ * address is a new module (module.c), so neither is written. */
+static int clear_slots_held(void *arg)
 {
+	size_t n = *(size_t *)arg, k = 0;
 	struct ftpad_poke *p = scratch_for(&change_scratch, n, sizeof(*p));
 	struct seg_cache seg = { 0 };
-	size_t k = 0;
 	int err;
 
 	if (!p)
 		return -ENOMEM;
-	/* No thread that saw one of these sites call is still dispatching;
-	 * later ones find the NOP and never read the slot. */
-	if (!grace())
-		return -ETIMEDOUT;
 	ftpad_for_each_site(m, s) {
 		if (!unslotted(s) || k == n)
 			continue;
@@ -710,6 +708,16 @@ static int clear_slots(size_t n)
 		if (unslotted(s))
 			s->state &= ~FTPAD_S_SLOTTED;
 	return 0;
+}
+
+static int clear_slots(size_t n)
+{
+	/* No thread that saw one of these sites call is still dispatching;
+	 * later ones find the NOP and never read the slot.  Waited for
+	 * outside the hold: a callback may be waiting to dlclose. */
+	if (!grace())
+		return -ETIMEDOUT;
+	return ftpad_modules_hold(clear_slots_held, &n);
 }
 
 bool ftpad_sites_quiesce(void)
@@ -745,18 +753,30 @@ void ftpad_sites_resync(void)
 	}
 }
 
+/* Steps 0 to 3, inside ftpad_modules_hold(): every module there is, and
+ * only those, is planned and written. */
+static int update_held(void *arg)
+{
+	struct plan *pl = arg;
+	int err;
+
+	ftpad_modules_take_added();
+	err = plan(pl);
+	if (!err)
+		err = write_batch(&pl->up);
+	if (!err && pl->nstore)
+		store_late_ops();
+	if (!err)
+		err = write_batch(&pl->down);
+	return err;
+}
+
 int ftpad_update_sites(void)
 {
 	struct plan pl;
 	int err;
 
-	err = plan(&pl);
-	if (!err)
-		err = write_batch(&pl.up);
-	if (!err && pl.nstore)
-		store_late_ops();
-	if (!err)
-		err = write_batch(&pl.down);
+	err = ftpad_modules_hold(update_held, &pl);
 	if (!err && pl.down.unslotted)
 		err = clear_slots(pl.down.unslotted);
 	return err;

@@ -350,8 +350,9 @@ struct ftpad_stats {
 
 /**
  * @brief **ftpad_get_stats()** fills st with as many fields as st->sz covers.
- * It takes the library's lock (and reads the site tables at its first
- * call), so in a callback it returns -EDEADLK.
+ * Modules loaded since the last call are read first and patched for the
+ * registered ops, as by every call that changes the sites.  It takes the
+ * library's lock, so in a callback it returns -EDEADLK.
  * @return 0, -EINVAL when st is NULL or st->sz is smaller than sz itself,
  * or -EDEADLK from a callback.
  */
