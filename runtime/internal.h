@@ -169,6 +169,9 @@ bool ftpad_modules_take_added(void) FTPAD_HIDDEN;
 /* Under ftpad_lock: refresh, and bring the sites of modules read since the
  * last update in line with the registered ops. */
 int ftpad_modules_sync(void) FTPAD_HIDDEN;
+/* Under no lock, for a lookup that found nothing: refresh if ftpad_lock can
+ * be had without waiting; whether it was. */
+bool ftpad_modules_try_refresh(void) FTPAD_HIDDEN;
 /* Modules found unloaded by a refresh, to free after a grace period. */
 bool ftpad_modules_unloaded(void) FTPAD_HIDDEN;
 void ftpad_modules_free_unloaded(void) FTPAD_HIDDEN;

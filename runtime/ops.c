@@ -509,6 +509,18 @@ void ftpad_modules_changed(void)
 	unlock();
 }
 
+bool ftpad_modules_try_refresh(void)
+{
+	/* Only tried: a lookup runs in callbacks, whose end the holder may
+	 * be waiting for, and inside libftpad's own calls. */
+	if (pthread_mutex_trylock(&ftpad_lock))
+		return false;
+	busy(1);
+	ftpad_modules_refresh();
+	unlock();
+	return true;
+}
+
 int ftpad_get_stats(struct ftpad_stats *st)
 {
 	struct ftpad_stats s = { .sz = sizeof(s) };

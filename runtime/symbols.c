@@ -165,7 +165,7 @@ static const char *name_of(unsigned long ip)
 	return sym && sym->addr == ip ? sym->name : NULL;
 }
 
-const char *ftpad_lookup_name(unsigned long ip)
+static const char *find_name(unsigned long ip)
 {
 	/* Counted as dispatching, so that dlclose does not free the module
 	 * under us (inside libftpad's locked calls, the lock does that). */
@@ -174,6 +174,17 @@ const char *ftpad_lookup_name(unsigned long ip)
 
 	if (t)
 		ftpad_exit(t);
+	return name;
+}
+
+/* A lookup reads the tables like any other call: what it does not find may
+ * be in a module not read yet (no call before, or a dlopen since). */
+const char *ftpad_lookup_name(unsigned long ip)
+{
+	const char *name = find_name(ip);
+
+	if (!name && ftpad_modules_try_refresh())
+		name = find_name(ip);
 	if (!name)
 		errno = ENOENT;
 	return name;
@@ -201,11 +212,19 @@ static int format_symbol(unsigned long addr, char *buf, size_t size)
 int ftpad_lookup_symbol(unsigned long addr, char *buf, size_t size)
 {
 	struct ftpad_thread_slot *t;
+	bool known;
 	int len;
 
 	if (!buf && size)
 		return -EINVAL;
-	t = ftpad_enter(); /* as in ftpad_lookup_name() */
+	t = ftpad_enter(); /* as in find_name() */
+	known = ftpad_symbol_of(addr) != NULL;
+	if (t)
+		ftpad_exit(t);
+	/* Modules not read yet, as in ftpad_lookup_name(). */
+	if (!known)
+		ftpad_modules_try_refresh();
+	t = ftpad_enter();
 	len = format_symbol(addr, buf, size);
 	if (t)
 		ftpad_exit(t);

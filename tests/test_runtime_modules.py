@@ -6,8 +6,8 @@ unmapped meanwhile (module.c, ftpad_modules_hold()): a dlclose racing with
 register/unregister, a dlclose libftpad.so's hooks did not see (made in a
 callback, through a pre-2.34 symbol version, or with libftpad.a, which has
 no hooks), a library loaded where another was, a library unloaded and
-loaded again at the same address.  libftpad.a patches new modules at the
-next call, as libftpad.so does.
+loaded again at the same address.  Lookups read the tables like any call,
+and libftpad.a patches new modules at the next call, as libftpad.so does.
 Each program runs with libftpad.so and libftpad.a."""
 import pathlib
 import shutil
@@ -86,6 +86,14 @@ def test_module_gone(mods, mode, link, legacy):
     are seen again."""
     cmd = [mods / f"mod_reuse_{link}", mode, mods / "libmod_a.so", mods / "libmod_b.so"]
     run_checked(cmd + ([legacy] if legacy else []))
+
+
+@pytest.mark.parametrize("link", ["so", "a"])
+def test_lookup_first(mods, link):
+    """Defect 10: a lookup as the very first call, and one for a library
+    loaded since, find the names."""
+    p = run_checked([mods / f"mod_lookup_{link}", "lookup", mods / "libmod_a.so"])
+    assert p.stdout.splitlines()[:2] == ["program: traced_here", "library: mod_f150"]
 
 
 @pytest.mark.parametrize("link", ["so", "a"])

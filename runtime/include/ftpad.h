@@ -313,7 +313,12 @@ FTPAD_API void ftpad_recursion_unlock(void);
  * the module.  Callable from callbacks.  The first call for a module whose
  * records have no names reads its symbol table under a lock, and is
  * therefore not async-signal-safe; with named records (the GCC plugin's) it
- * takes no lock.
+ * takes no lock.  An ip that no module read so far holds makes it read the
+ * modules loaded since (no other call needed before; nothing is patched),
+ * under libftpad's lock: in a callback, or inside another ftpad call, that
+ * lock is only tried, and the answer is NULL if it is busy.  Not
+ * async-signal-safe then either, nor callable from a dl_iterate_phdr
+ * callback.
  */
 FTPAD_API const char *ftpad_lookup_name(unsigned long ip);
 
