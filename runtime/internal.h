@@ -193,7 +193,11 @@ const ElfW(Shdr) *ftpad_module_section(const struct ftpad_module *mod, const cha
 
 /* symbols.c */
 int ftpad_module_load_symbols(struct ftpad_module *mod) FTPAD_HIDDEN;
-void ftpad_load_all_symbols(void) FTPAD_HIDDEN;
+/* From now on, read each module's symbol table when the module is read
+ * (not in a callback, where a lookup would), and those of the modules
+ * read so far now. */
+void ftpad_load_symbols_eagerly(void) FTPAD_HIDDEN;
+bool ftpad_symbols_eager(void) FTPAD_HIDDEN;
 const struct ftpad_sym *ftpad_module_symbol(struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
 const struct ftpad_sym *ftpad_symbol_of(uintptr_t addr) FTPAD_HIDDEN;
 /* fork: the symbol table lock, taken around fork like ftpad_lock. */

@@ -565,6 +565,8 @@ static int add_module(struct dl_phdr_info *info, const struct scan *scan)
 	if (mod->map && !is_self(mod, first))
 		err = read_sites(mod);
 	name_sites(mod);
+	if (ftpad_symbols_eager())
+		ftpad_module_load_symbols(mod);
 	if (mod->nsites)
 		ftpad_debug("ftpad: %s: %zu sites\n", mod->path, mod->nsites);
 	added |= mod->nsites > 0;

@@ -114,10 +114,20 @@ int ftpad_module_load_symbols(struct ftpad_module *mod)
 	return 0;
 }
 
-void ftpad_load_all_symbols(void)
+static bool eager; /* under ftpad_lock */
+
+bool ftpad_symbols_eager(void)
 {
+	return eager;
+}
+
+void ftpad_load_symbols_eagerly(void)
+{
+	pthread_mutex_lock(&ftpad_lock);
+	eager = true;
 	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
 		ftpad_module_load_symbols(m);
+	pthread_mutex_unlock(&ftpad_lock);
 }
 
 const struct ftpad_sym *ftpad_module_symbol(struct ftpad_module *mod, uintptr_t addr)

@@ -208,8 +208,9 @@ void ftpad_tracer_start(void)
 		return;
 	out_fd = open_output();
 	pthread_atfork(NULL, NULL, forget_thread);
-	/* Callers are named from the callback: read every table now, once. */
-	ftpad_load_all_symbols();
+	/* Callers are named from the callback: every symbol table is read
+	 * when its module is, outside callbacks (before register patches). */
+	ftpad_load_symbols_eagerly();
 	tracer_ops.func = trace_call;
 	/* It calls only libc and libftpad, but a program may trace anything. */
 	tracer_ops.flags = FTPAD_OPS_FL_RECURSION;

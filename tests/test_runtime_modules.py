@@ -49,6 +49,7 @@ def mods(plugin, libftpad, tmp_path_factory):
         program(d, plugin, "mod_reuse", link, "trigger")
         program(d, plugin, "mod_race", link, "none")
         program(d, plugin, "mod_lookup", link, "traced_here")
+        program(d, plugin, "mod_tracer", link, "traced_*,named_*")
     return d
 
 
@@ -101,6 +102,21 @@ def test_stats_patches_new_modules(mods, link):
     """Defect 11: after a dlopen (a new address, then the old one again),
     ftpad_get_stats() patches the new library for the registered ops."""
     run_checked([mods / f"mod_lookup_{link}", "stats", mods / "libmod_a.so"])
+
+
+@pytest.mark.parametrize("link", ["so", "a"])
+def test_tracer_reads_symbols_first(mods, link, tmp_path):
+    """The tracer's symbol tables are read when it starts and when a module
+    is read, not in its callbacks: a program that then forbids itself mmap
+    still sees its callers named."""
+    out = tmp_path / "trace"
+    env = {"FTPAD_FILTER": "traced_*", "FTPAD_OUTPUT": str(out), "PATH": "/usr/bin:/bin"}
+    p = run([mods / f"mod_tracer_{link}"], check=False, env=env, timeout=60)
+    if p.returncode == 77:
+        pytest.skip("seccomp refused")
+    assert p.returncode == 0 and p.stdout == "13\n", p.stderr
+    lines = [line for line in out.read_text().splitlines() if not line.startswith("ftpad:")]
+    assert [line.split(" ", 1)[1] for line in lines] == ["traced_leaf <-named_caller"], lines
 
 
 def test_modules_aarch64(tmp_path):
