@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # A thin wrapper around CMake: `make`, `make demo`, `make check`,
-# `make install PREFIX=...`.  The build is out of tree, in $(BUILD).
+# `make install PREFIX=... [DESTDIR=...]`.  The build is out of tree, in $(BUILD).
 BUILD ?= build
 PREFIX ?= /usr/local
 PYTHON ?= /usr/bin/python3
@@ -29,8 +29,10 @@ check: deps
 	$(MAKE) all
 	scripts/run-tests.sh $(BUILD)
 
+# DESTDIR stages the tree for a package: files go to $(DESTDIR)$(PREFIX),
+# and everything installed still finds its prefix from its own place.
 install: all
-	cmake --install $(BUILD) --prefix $(PREFIX)
+	DESTDIR='$(DESTDIR)' cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD)
