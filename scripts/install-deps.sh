@@ -45,8 +45,9 @@ packages=(
   # bench/run.py: instruction counts, and XRay as a peer to measure against;
   # libclang-rt-14-dev is also libFuzzer, for recordmcount-ng's fuzz test
   valgrind libclang-rt-14-dev
-  # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py)
-  groff-base
+  # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py),
+  # and man -l the installed man pages (tests/test_install.py)
+  groff-base man-db
   # strace shows libftpad's writes and membarriers (tests/test_runtime_text.py)
   strace
 )
