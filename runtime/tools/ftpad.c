@@ -59,14 +59,16 @@ static int usage_error(const char *fmt, const char *arg)
 	return EXIT_USAGE;
 }
 
-/* libftpad.so beside the tool: in the build tree, then as installed. */
+/* libftpad.so beside the tool: in the build tree, then as installed (the
+ * runtime package of a distribution has only the soname's file). */
 static int find_library(char *out, size_t size)
 {
 	const char *env = getenv("FTPAD_LIB");
 	char self[PATH_MAX], *dir;
 	ssize_t n;
 	static const char *const rel[] = { FTPAD_BUILD_LIB,
-					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so" };
+					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so",
+					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so.0" };
 
 	if (env && *env) {
 		if (access(env, R_OK)) {
