@@ -50,6 +50,11 @@ packages=(
   groff-base man-db
   # strace shows libftpad's writes and membarriers (tests/test_runtime_text.py)
   strace
+  # the Debian packages (debian/, tests/test_debian.py): dpkg-buildpackage
+  # with debhelper builds them (fakeroot for a build as a normal user),
+  # lintian checks them, and debootstrap makes the throwaway Debian 12 chroot
+  # they are installed into
+  dpkg-dev debhelper fakeroot lintian debootstrap
 )
 
 missing=()
