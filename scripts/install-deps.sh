@@ -55,6 +55,10 @@ packages=(
   # lintian checks them, and debootstrap makes the throwaway Debian 12 chroot
   # they are installed into
   dpkg-dev debhelper fakeroot lintian debootstrap
+  # the plugins under a compiler cache and distributed compiles: ccache must
+  # hash the plugin and its policy file, distcc's objects must match local
+  # ones (tests/test_build_caches.py, docs/build-caches.md)
+  ccache distcc
 )
 
 missing=()
