@@ -513,9 +513,13 @@ bool ftpad_modules_try_refresh(void)
 {
 	/* Only tried: a lookup runs in callbacks, whose end the holder may
 	 * be waiting for, and inside libftpad's own calls. */
-	if (pthread_mutex_trylock(&ftpad_lock))
-		return false;
 	busy(1);
+	if (pthread_mutex_trylock(&ftpad_lock)) {
+		busy(-1);
+		return false;
+	}
+	/* As lock_until(): busy first, and the holder noted, for fork. */
+	__atomic_store_n(&lock_holder, ftpad_slot, __ATOMIC_RELAXED);
 	ftpad_modules_refresh();
 	unlock();
 	return true;
