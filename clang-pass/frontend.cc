@@ -428,6 +428,7 @@ struct FtpadAction : PluginASTAction {
 		}
 		c.from_frontend = true;
 		c.codegen_here = generates_code(ci);
+		c.prefix_map = ci.getCodeGenOpts().DebugPrefixMap;
 		if (!parse_args(args, c, *arch, d))
 			return false;
 		add_pass_plugin(const_cast<CompilerInstance &>(ci));

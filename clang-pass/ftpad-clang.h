@@ -40,6 +40,9 @@ struct FtpadConfig {
 	bool ops = true;
 	unsigned min_insns = 0;
 	std::string report;
+	// -fdebug-prefix-map (and -ffile-prefix-map), from the frontend: the
+	// report's source names go through it as the debug info's do.
+	std::map<std::string, std::string> prefix_map;
 	bool unsafe_ipra = false; // testing only, as the GCC plugin's unsafe-ipa-ra
 	std::vector<std::string> include, exclude, exclude_section;
 	std::vector<FtpadRule> rules; // policy=FILE, in order

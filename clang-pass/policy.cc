@@ -20,6 +20,7 @@
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Support/Path.h"
 
 using namespace llvm;
 
@@ -148,12 +149,26 @@ FtpadDecision ftpad_decide(const Function &F, const FtpadConfig &c, const FtpadS
 	return unless_too_small(c, size, c.layout, "default");
 }
 
+// The first prefix of MAP that PATH starts with replaced, as clang's
+// CGDebugInfo::remapDIPath does: a build by absolute paths then reports
+// the same names in every build directory.
+static std::string remap_path(const std::string &path,
+			      const std::map<std::string, std::string> &map)
+{
+	SmallString<256> p(path);
+	for (const auto &entry : map)
+		if (sys::path::replace_path_prefix(p, entry.first, entry.second))
+			break;
+	return p.str().str();
+}
+
 bool ftpad_report(const Function &F, const FtpadDecision &d, const FtpadConfig &c,
 		  const FtpadSize &size)
 {
 	if (c.report.empty())
 		return true;
-	std::string source = F.getParent()->getSourceFileName();
+	// The debug info's name is remapped already; the module's is not.
+	std::string source = remap_path(F.getParent()->getSourceFileName(), c.prefix_map);
 	if (const DISubprogram *sp = F.getSubprogram())
 		source = sp->getFilename().str();
 	// What min-insns looks at, whether or not it is set, so that one report

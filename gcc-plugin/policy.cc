@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gcc-common.h"
+#include "file-prefix-map.h"
 
 #include "arch.h"
 #include "policy.h"
@@ -394,7 +395,10 @@ void report(function *fn, const char *name, const char *section, const decision 
 	tree decl = fn->decl;
 	std::string line = "{";
 	json_string(line, "function", name);
-	json_string(line, "source", DECL_SOURCE_FILE(decl));
+	// Through -fdebug-prefix-map (and -ffile-prefix-map), as the debug
+	// info's file names are: a build by absolute paths gives the same
+	// report in every build directory.
+	json_string(line, "source", remap_debug_filename(DECL_SOURCE_FILE(decl)));
 	json_string(line, "section", section);
 	json_string(line, "decision", d.layout.pad ? "pad" : "skip");
 	json_string(line, "reason", d.reason.c_str());
