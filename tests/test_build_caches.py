@@ -10,7 +10,7 @@ docs/build-caches.md says how to set them up).
   wrapper compiler (distccd 3.4 refuses -fplugin= itself), and the objects
   are byte-identical to local ones.
 - The same sources built in two directories by absolute paths give the same
-  objects (the report's "source" still names the directory: issue 17).
+  objects and the same report.
 
 Every cache lives in tmp_path, never the user's; the servers listen on
 loopback only and are stopped at the end.
@@ -324,10 +324,14 @@ def test_output_independent_of_build_dir(tmp_path, plugin, compiler):
         cc, flags = ["gcc"], [f"-fplugin={plugin}", "-gno-record-gcc-switches"]
         report_flag = "-fplugin-arg-ftpad-report"
     for debug in ([], ["-g"]):
-        a, _ = build_in(tmp_path / "a" / ("g" if debug else "n"), cc,
-                        [*flags, *debug], report_flag)
-        b, _ = build_in(tmp_path / "elsewhere" / "b" / ("g" if debug else "n"),
-                        cc, [*flags, *debug], report_flag)
+        a, report_a = build_in(tmp_path / "a" / ("g" if debug else "n"), cc,
+                               [*flags, *debug], report_flag)
+        b, report_b = build_in(tmp_path / "elsewhere" / "b" / ("g" if debug else "n"),
+                               cc, [*flags, *debug], report_flag)
         for x, y in zip(a, b):
             assert x.read_bytes() == y.read_bytes(), f"{x} and {y} differ"
             assert str(tmp_path).encode() not in x.read_bytes()
+        text = report_a.read_text()
+        assert text == report_b.read_text()
+        assert '"source": "./src/calc.c"' in text
+        assert str(tmp_path) not in text
