@@ -11,7 +11,7 @@
  *                 callback through a pointer with (ip, parent_ip, ops,
  *                 regs), restore: the least a callback with its
  *                 arguments at hand can cost;
- *   -DBARE_XMM    the same with xmm0-7 saved too: what DESIGN.md asks every
+ *   -DBARE_XMM    the same with xmm0-7 saved too: what docs/design.md asks every
  *                 trampoline to keep, and so the floor for ftpad's.
  *   -DBARE_YMM    the same with ymm0-7 (AVX): what ftpad's trampoline keeps
  *                 on an AVX CPU, so that __m256 arguments survive a

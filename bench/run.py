@@ -159,7 +159,7 @@ def main():
         print(f"{name:42} {t:11.2f} {statistics.median(times[name]):7.2f} {t / floor:7.2f} "
               f"{t - floor:+8.2f} {ir_cols}")
     # Each enabled ftpad build's added cost against XRay's (issue 4's
-    # target) and against the bare trampoline that keeps what DESIGN.md
+    # target) and against the bare trampoline that keeps what docs/design.md
     # asks for (its floor), both measured in this run.
     for peer in (xray, "bare trampoline: GPRs+xmm, empty callback",
                  "bare trampoline: GPRs+ymm, empty callback"):

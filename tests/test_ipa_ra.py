@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""IPA-RA stays off wherever the plugin pads (DESIGN.md "Registers across
+"""IPA-RA stays off wherever the plugin pads (docs/design.md "Registers across
 calls"): a caller that keeps values in call-clobbered registers across a
 call to a traced leaf must still compute the right result while a callback
 clobbers every call-clobbered register.  The control build leaves IPA-RA on
