@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * grace.c - knowing when no thread can still hold a pointer it read while
- * dispatching, so that ops and replaced arrays can be given back; and the
+ * dispatching, so that ops and replaced arrays can be given back (and
+ * giving back what was retired: ftpad_reclaim()); and the
  * per-thread state of dispatching (its depth, the busy count of
  * libftpad's own calls, the recursion guard, errno's address).
  *
@@ -337,6 +338,62 @@ bool ftpad_grace_try(void)
 	/* Enough for dispatches that are running; not for a callback that
 	 * blocks, nor for a thread preempted in one. */
 	return grace(false);
+}
+
+/*
+ * Deferred freeing: what was unpublished while another thread may still
+ * hold it (replaced entries arrays, unloaded modules) waits here for a
+ * grace period.  Under ftpad_lock.
+ */
+static struct ftpad_retired *retired;
+/* No pointer was unpublished since the last grace period ended. */
+static bool clean = true;
+
+void ftpad_note_unpublished(void)
+{
+	clean = false;
+}
+
+void ftpad_retire(struct ftpad_retired *r, void (*free_fn)(struct ftpad_retired *r))
+{
+	r->free = free_fn;
+	r->next = retired;
+	retired = r;
+	ftpad_note_unpublished();
+}
+
+bool ftpad_grace_unpublished(void)
+{
+	if (!ftpad_grace_wait())
+		return false;
+	clean = true;
+	return true;
+}
+
+bool ftpad_sites_quiesce(void)
+{
+	if (!ftpad_grace_try())
+		return false;
+	clean = true;
+	return true;
+}
+
+bool ftpad_reclaim(bool force)
+{
+	struct ftpad_retired *r = retired;
+
+	if (!force && !r)
+		return true;
+	if (!clean && !ftpad_grace_unpublished())
+		return false;
+	retired = NULL;
+	while (r) {
+		struct ftpad_retired *next = r->next;
+
+		r->free(r);
+		r = next;
+	}
+	return true;
 }
 
 /* The child of fork has one thread: the others' slots mean nothing there,

@@ -92,7 +92,15 @@ struct ftpad_segment {
  * sites, symbol lookups); everything but the fields marked atomic is
  * immutable once the module is published.
  */
+/* Something unpublished that a dispatching thread may still hold, freed
+ * by free after a grace period (grace.c, ftpad_retire()). */
+struct ftpad_retired {
+	struct ftpad_retired *next;
+	void (*free)(struct ftpad_retired *r);
+};
+
 struct ftpad_module {
+	struct ftpad_retired retired; /* first: once unloaded (grace.c) */
 	struct ftpad_module *next;
 	char *path;                  /* the file its tables were read from */
 	uintptr_t base;              /* dlpi_addr: file vaddr + base = address */
@@ -110,7 +118,6 @@ struct ftpad_module {
 	uintptr_t stubs;             /* its trampoline stub page; 0 until needed */
 	bool seen;                   /* scratch of ftpad_modules_refresh() */
 	unsigned long long verified_subs; /* dlpi_subs when last known the same load */
-	struct ftpad_module *gone;   /* the list of unloaded modules to free */
 	/* Scratch of ftpad_update_sites(): the sites of its batch with
 	 * FTPAD_B_UP ([0]) and FTPAD_B_DOWN ([1]) lie in [first, end). */
 	struct ftpad_site *batch_first[2], *batch_end[2];
@@ -166,15 +173,9 @@ int ftpad_modules_hold(int (*fn)(void *arg), void *arg) FTPAD_HIDDEN;
 void ftpad_modules_fork_child(void) FTPAD_HIDDEN;
 /* Whether a module with sites was read since the last call; clears it. */
 bool ftpad_modules_take_added(void) FTPAD_HIDDEN;
-/* Under ftpad_lock: refresh, and bring the sites of modules read since the
- * last update in line with the registered ops. */
-int ftpad_modules_sync(void) FTPAD_HIDDEN;
 /* Under no lock, for a lookup that found nothing: refresh if ftpad_lock can
  * be had without waiting; whether it was. */
 bool ftpad_modules_try_refresh(void) FTPAD_HIDDEN;
-/* Modules found unloaded by a refresh, to free after a grace period. */
-bool ftpad_modules_unloaded(void) FTPAD_HIDDEN;
-void ftpad_modules_free_unloaded(void) FTPAD_HIDDEN;
 /* Under no lock: after dlopen or dlclose, find the new modules, forget the
  * old ones, and patch what the registered ops want in the new ones. */
 void ftpad_modules_changed(void) FTPAD_HIDDEN;
@@ -235,6 +236,24 @@ int ftpad_text_write(const void *items, size_t n, size_t stride, ftpad_part_fn p
 		     bool mergeable) FTPAD_HIDDEN;
 /* n pokes, as ftpad_text_write(). */
 int ftpad_text_poke(const struct ftpad_poke *pokes, size_t n, bool mergeable) FTPAD_HIDDEN;
+
+/* module.c: map and fill the module's stub page (arch.h
+ * ftpad_arch_stubs_fill()), within branch reach of all its code, unless
+ * it has one; written like any other code.  0, -ERANGE when no page is
+ * free within reach, or the error of writing it. */
+int ftpad_module_stubs(struct ftpad_module *mod) FTPAD_HIDDEN;
+
+/* Where an address lies in its module: its segment's protection and end,
+ * looked up once per segment while a batch walks the sites in order. */
+struct ftpad_seg_cache {
+	const struct ftpad_module *mod;
+	uintptr_t lo, hi;
+	int prot;
+};
+
+/* module.c: p->addr, ->limit and ->prot for a poke at addr in mod. */
+void ftpad_poke_place(struct ftpad_poke *p, struct ftpad_seg_cache *c,
+		      const struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
 
 /*
  * One site of a batch of site changes (arch.h ftpad_arch_sites_write()):
@@ -404,6 +423,26 @@ bool ftpad_grace_wait(void) FTPAD_HIDDEN;
  * yields: then false, and no grace period can be assumed. */
 bool ftpad_grace_try(void) FTPAD_HIDDEN;
 void ftpad_grace_fork_child(void) FTPAD_HIDDEN;
+/*
+ * Deferred freeing, under ftpad_lock.  A pointer dispatching threads may
+ * hold was just unpublished: the next ftpad_reclaim() must wait for a
+ * grace period even if one just ended.
+ */
+void ftpad_note_unpublished(void) FTPAD_HIDDEN;
+/* r was unpublished: free_fn(r) after a grace period (ftpad_reclaim()). */
+void ftpad_retire(struct ftpad_retired *r,
+		  void (*free_fn)(struct ftpad_retired *r)) FTPAD_HIDDEN;
+/* Free what was retired, after a grace period: when anything was, or
+ * always with force (an ops was unregistered).  Whether it had its grace
+ * period (false: the deadline of ftpad_grace_set_deadline() passed; the
+ * rest is freed next time). */
+bool ftpad_reclaim(bool force) FTPAD_HIDDEN;
+/* A grace period (ftpad_grace_wait()) after which nothing unpublished
+ * before is held any more; false if the deadline passed first. */
+bool ftpad_grace_unpublished(void) FTPAD_HIDDEN;
+/* For the arch, between the steps of a batch: the same, if it can be had
+ * without waiting for long (ftpad_grace_try()); whether it was. */
+bool ftpad_sites_quiesce(void) FTPAD_HIDDEN;
 /* For ftpad_exit(): a writer sleeps on t; wake it. */
 void ftpad_grace_wake(struct ftpad_thread_slot *t) FTPAD_HIDDEN;
 
@@ -485,41 +524,34 @@ struct ftpad_regs {
  */
 void ftpad_dispatch_site(uintptr_t ip, uintptr_t parent_ip, struct ftpad_regs *regs,
 			 uintptr_t site, uintptr_t slot) FTPAD_HIDDEN;
-struct ftpad_ops *ftpad_registered(void) FTPAD_HIDDEN;
+
+/* filter.c: an ops' glob lists (ops->internal.filter and .notrace). */
+struct ftpad_filter;
+/* A new list: old's globs, then those of "a, b*,c"; NULL without memory. */
+struct ftpad_filter *ftpad_filter_parse(const struct ftpad_filter *old,
+					const char *globs) FTPAD_HIDDEN;
+void ftpad_free_filter(void *filter) FTPAD_HIDDEN;
+/* Whether ops traces the function called name (NULL: unnamed). */
 bool ftpad_ops_match(const struct ftpad_ops *ops, const char *name) FTPAD_HIDDEN;
 /* An ops that traces every site: no filter, no notrace list. */
 bool ftpad_ops_all(const struct ftpad_ops *ops) FTPAD_HIDDEN;
-void ftpad_free_filter(void *filter) FTPAD_HIDDEN;
 /* The sorted entries of the functions one ops traces (ops->internal.entries). */
 struct ftpad_entries {
-	struct ftpad_entries *retired; /* patch.c's list of replaced arrays */
+	struct ftpad_retired retired;  /* first: once replaced (grace.c) */
 	bool all;                      /* every site: ip[] is empty */
 	size_t n;
 	uintptr_t ip[];
 };
 
-/* Dispatches to every registered ops that traces the function. */
-extern struct ftpad_ops ftpad_list_ops FTPAD_HIDDEN;
 
-/* patch.c: make every site match the registered ops; under ftpad_lock.
- * -ETIMEDOUT when a deadline is set (ftpad_grace_set_deadline()) and
+/* patch.c: make every site match what the registered ops want (the list
+ * linked by ->internal.next; a site that more than one wants calls
+ * several); under ftpad_lock.  -ETIMEDOUT when a deadline is set (ftpad_grace_set_deadline()) and
  * passes before the slots of sites turned off can get their NOPs back:
  * those sites are off, and keep their pointer in their slot meanwhile. */
-int ftpad_update_sites(void) FTPAD_HIDDEN;
-/* For the arch, between the steps of a batch: a grace period, if one can
- * be had without waiting for long (ftpad_grace_try()); whether it was. */
-bool ftpad_sites_quiesce(void) FTPAD_HIDDEN;
+int ftpad_update_sites(struct ftpad_ops *registered, struct ftpad_ops *several) FTPAD_HIDDEN;
 /* In a child forked in the middle of an update: the state from the code. */
 void ftpad_sites_resync(void) FTPAD_HIDDEN;
-/* Free what was replaced, after a grace period: when anything was replaced,
- * or always with force (an ops was unregistered).  Under ftpad_lock.
- * Whether it had its grace period (false: the deadline of
- * ftpad_grace_set_deadline() passed; the rest is freed next time). */
-bool ftpad_reclaim(bool force) FTPAD_HIDDEN;
-/* A pointer dispatching threads may hold was just unpublished: the next
- * ftpad_reclaim() must wait for a grace period even if one just ended. */
-void ftpad_note_unpublished(void) FTPAD_HIDDEN;
-
 /* tracer.c */
 void ftpad_tracer_start(void) FTPAD_HIDDEN;
 
@@ -534,8 +566,13 @@ void ftpad_early_start(char **envp) FTPAD_HIDDEN;
 bool ftpad_early_active(void) FTPAD_HIDDEN;
 /* Stop: the n entries recorded (and how many did not fit). */
 const struct ftpad_early_entry *ftpad_early_stop(size_t *n, size_t *dropped) FTPAD_HIDDEN;
-/* 's' in libftpad.a (early_preinit.c, which this pulls in), 'd' in
- * libftpad.so (starthook.c: the tracer starts right before main). */
-extern const char ftpad_link_kind FTPAD_HIDDEN;
+/*
+ * The start-up: a constructor in early_preinit.c (libftpad.a) or
+ * starthook.c (libftpad.so), each of which defines this: 's' or 'd'.  ops.c
+ * refers to it so that an archive link takes the start-up in.
+ */
+extern const char ftpad_start_up FTPAD_HIDDEN;
+/* ops.c: the fork handlers, installed once at load by the start-up. */
+void ftpad_install_fork_handlers(void) FTPAD_HIDDEN;
 
 #endif /* FTPAD_INTERNAL_H */

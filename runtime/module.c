@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * module.c - finding each loaded module's site table.
+ * module.c - finding each loaded module's site table, holding the modules
+ * still while code is written, and mapping each module's stub page.
  *
  * Mechanism (DESIGN.md "Site discovery"): dl_iterate_phdr lists the loaded
  * modules, whether libftpad is linked in, preloaded or linked statically,
@@ -63,8 +64,6 @@ static bool added;
  */
 static int listing; /* under ftpad_lock */
 static bool dl_lock_lost;
-/* Modules unlinked after a dlclose, freed by ftpad_modules_free_unloaded(). */
-static struct ftpad_module *gone;
 
 struct ftpad_module *ftpad_modules(void)
 {
@@ -391,7 +390,7 @@ static void name_sites(struct ftpad_module *mod)
  */
 static bool is_self(const struct ftpad_module *mod, bool first)
 {
-	uintptr_t self = (uintptr_t)&ftpad_register_ops;
+	uintptr_t self = (uintptr_t)&is_self;
 
 	return !first && mod->lo <= self && self < mod->hi;
 }
@@ -490,11 +489,26 @@ static bool same_load(const struct ftpad_module *m, const struct dl_phdr_info *i
 	return m->map ? phdrs_match(m->map, m->map_size, info) : !m->nsites;
 }
 
+/* A module unloaded a grace period ago, and everything of it. */
+static void free_module(struct ftpad_retired *r)
+{
+	struct ftpad_module *m = (struct ftpad_module *)r;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (m->stubs)
+		munmap((void *)m->stubs, page);
+	if (m->map)
+		munmap((void *)m->map, m->map_size);
+	ftpad_free(m->syms);
+	ftpad_free(m->sites);
+	ftpad_free(m);
+}
+
 /*
  * Unlink module *pp: dlclose removed it.  Its code is gone, so nothing is
  * written there; threads may still be reading the structure (dispatch,
- * lookups), so it is freed after a grace period, by
- * ftpad_modules_free_unloaded().
+ * lookups), so it is freed after a grace period (grace.c's
+ * ftpad_reclaim()).
  */
 static void forget(struct ftpad_module **pp, const char *why)
 {
@@ -503,9 +517,7 @@ static void forget(struct ftpad_module **pp, const char *why)
 	ftpad_debug("ftpad: %s: %s, %zu sites forgotten\n", m->path, why, m->nsites);
 	/* m->next stays, for readers standing on m right now. */
 	__atomic_store_n(pp, m->next, __ATOMIC_RELEASE);
-	ftpad_note_unpublished();
-	m->gone = gone;
-	gone = m;
+	ftpad_retire(&m->retired, free_module);
 }
 
 static void forget_module(struct ftpad_module *m, const char *why)
@@ -679,34 +691,84 @@ int ftpad_modules_hold(int (*fn)(void *arg), void *arg)
 	return h.ran ? h.err : -ENOENT;
 }
 
-int ftpad_modules_sync(void)
+/*
+ * Stub pages: each module's trampoline stubs, on a page within branch
+ * reach of all of its code (arch.h ftpad_arch_reach).
+ */
+/* A page for the stubs within reach of every byte of the module, or 0. */
+static uintptr_t map_near(const struct ftpad_module *mod, size_t size)
 {
-	int err = ftpad_modules_refresh();
+	const uintptr_t step = 0x10000, floor = 0x100000;
+	uintptr_t min = mod->hi > ftpad_arch_reach ? mod->hi - ftpad_arch_reach : floor;
+	uintptr_t max = mod->lo + ftpad_arch_reach - size;
+	uintptr_t down = mod->lo & ~(step - 1), up = (mod->hi + step - 1) & ~(step - 1);
 
-	if (!err && ftpad_modules_take_added() && ftpad_registered())
-		err = ftpad_update_sites();
-	return err;
-}
+	/* Below first: above an executable lies its brk heap. */
+	for (int i = 0; i < 8192; i++) {
+		uintptr_t try[2] = { down - (i + 1) * step, up + i * step };
 
-bool ftpad_modules_unloaded(void)
-{
-	return gone != NULL;
-}
+		for (int j = 0; j < 2; j++) {
+			void *p;
 
-void ftpad_modules_free_unloaded(void)
-{
-	long page = sysconf(_SC_PAGESIZE);
-
-	while (gone) {
-		struct ftpad_module *m = gone;
-
-		gone = m->gone;
-		if (m->stubs)
-			munmap((void *)m->stubs, page);
-		if (m->map)
-			munmap((void *)m->map, m->map_size);
-		ftpad_free(m->syms);
-		ftpad_free(m->sites);
-		ftpad_free(m);
+			if ((j == 0 && (down < (i + 1) * step + floor || try[0] < min)) ||
+			    (j == 1 && try[1] > max))
+				continue;
+			p = mmap((void *)try[j], size, PROT_READ | PROT_EXEC,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+			if (p == (void *)try[j])
+				return try[j];
+			/* A kernel without MAP_FIXED_NOREPLACE took it as a hint. */
+			if (p != MAP_FAILED)
+				munmap(p, size);
+		}
 	}
+	return 0;
+}
+
+int ftpad_module_stubs(struct ftpad_module *mod)
+{
+	size_t size = (size_t)sysconf(_SC_PAGESIZE), len = ftpad_arch_stubs_size;
+	struct ftpad_poke pokes[len / 8];
+	uint8_t buf[len];
+	uintptr_t page;
+	int err;
+
+	if (mod->stubs)
+		return 0;
+	page = map_near(mod, size);
+	if (!page) {
+		ftpad_warn("%s: error: ftpad: no free page within branch range of %#lx-%#lx\n",
+			   mod->path, (unsigned long)mod->lo, (unsigned long)mod->hi);
+		return -ERANGE;
+	}
+	ftpad_arch_stubs_fill(buf, page);
+	for (size_t i = 0; i < len / 8; i++) {
+		pokes[i].addr = page + 8 * i;
+		pokes[i].limit = page + size;
+		pokes[i].prot = PROT_READ | PROT_EXEC;
+		pokes[i].len = 8;
+		memcpy(pokes[i].bytes, buf + 8 * i, 8);
+	}
+	/* Nothing runs there yet: one write. */
+	err = ftpad_text_poke(pokes, len / 8, true);
+	if (err) {
+		munmap((void *)page, size);
+		return err;
+	}
+	mod->stubs = page;
+	return 0;
+}
+
+void ftpad_poke_place(struct ftpad_poke *p, struct ftpad_seg_cache *c,
+		      const struct ftpad_module *mod, uintptr_t addr)
+{
+	if (c->mod != mod || addr < c->lo || addr >= c->hi) {
+		c->mod = mod;
+		c->lo = addr;
+		c->hi = ftpad_module_limit(mod, addr);
+		c->prot = ftpad_module_prot(mod, addr);
+	}
+	p->addr = addr;
+	p->prot = c->prot;
+	p->limit = c->hi;
 }

@@ -5,7 +5,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fnmatch.h>
 #include <string.h>
 
 #include "arch.h"
@@ -19,44 +18,14 @@ unsigned long ftpad_traps;
 /* Registered ops, in registration order; readers follow next lock-free. */
 static struct ftpad_ops *registered;
 
-struct filter {
-	size_t n;
-	char *globs[];
-};
-
 static struct ftpad_ops *next_ops(const struct ftpad_ops *ops)
 {
 	return __atomic_load_n(&ops->internal.next, __ATOMIC_ACQUIRE);
 }
 
-struct ftpad_ops *ftpad_registered(void)
+static struct ftpad_ops *registered_ops(void)
 {
 	return __atomic_load_n(&registered, __ATOMIC_ACQUIRE);
-}
-
-static bool filter_has(const struct filter *f, const char *name)
-{
-	for (size_t i = 0; f && name && i < f->n; i++)
-		if (!fnmatch(f->globs[i], name, 0))
-			return true;
-	return false;
-}
-
-bool ftpad_ops_all(const struct ftpad_ops *ops)
-{
-	const struct filter *f = ops->internal.filter, *nt = ops->internal.notrace;
-
-	return (!f || !f->n) && (!nt || !nt->n);
-}
-
-bool ftpad_ops_match(const struct ftpad_ops *ops, const char *name)
-{
-	const struct filter *f = ops->internal.filter;
-
-	/* As in ftrace: the notrace list wins over the filter. */
-	if (filter_has(ops->internal.notrace, name))
-		return false;
-	return !f || !f->n || filter_has(f, name);
 }
 
 /* Whether ops traces the function at ip: its sorted entries, searched. */
@@ -91,7 +60,7 @@ static void list_func(unsigned long ip, unsigned long parent_ip, struct ftpad_op
 		      struct ftpad_regs *regs)
 {
 	(void)list;
-	for (struct ftpad_ops *ops = ftpad_registered(); ops; ops = next_ops(ops)) {
+	for (struct ftpad_ops *ops = registered_ops(); ops; ops = next_ops(ops)) {
 		if (!ops_traces(ops, ip))
 			continue;
 		regs->ops = ops;
@@ -99,7 +68,14 @@ static void list_func(unsigned long ip, unsigned long parent_ip, struct ftpad_op
 	}
 }
 
-struct ftpad_ops ftpad_list_ops = { .func = list_func, .internal.call = list_func };
+/* Dispatches to every registered ops that traces the function. */
+static struct ftpad_ops list_ops = { .func = list_func, .internal.call = list_func };
+
+/* Every site as the registered ops want it (patch.c). */
+static int update_sites(void)
+{
+	return ftpad_update_sites(registered_ops(), &list_ops);
+}
 
 /*
  * What the trampoline calls for an ops with FTPAD_OPS_FL_RECURSION or
@@ -272,13 +248,13 @@ int ftpad_register_ops(struct ftpad_ops *ops)
 		pp = &(*pp)->internal.next;
 	ops->internal.next = NULL;
 	__atomic_store_n(pp, ops, __ATOMIC_RELEASE);
-	err = ftpad_update_sites();
+	err = update_sites();
 	if (err) {
 		/* Put every site back the way the remaining ops want it.  Sites
 		 * written before the failure may have called ops meanwhile: the
 		 * caller may free it once this returns, as after unregistering. */
 		unlink_ops(ops);
-		ftpad_update_sites();
+		update_sites();
 		ftpad_reclaim(true);
 		goto out;
 	}
@@ -295,7 +271,7 @@ static void relink_ops(struct ftpad_ops *ops, struct ftpad_ops **pp)
 {
 	__atomic_store_n(pp, ops, __ATOMIC_RELEASE);
 	ops->flags |= FTPAD_OPS_FL_ENABLED;
-	if (ftpad_update_sites())
+	if (update_sites())
 		ftpad_warn("ftpad: unregister timed out, and some of the ops' sites could not be "
 			   "enabled again: they stay off until the next change\n");
 }
@@ -335,7 +311,7 @@ static int unregister(struct ftpad_ops *ops, const struct timespec *until)
 		goto out;
 	pp = unlink_ops(ops);
 	ftpad_grace_set_deadline(until);
-	err = ftpad_update_sites();
+	err = update_sites();
 	/* No thread can reach ops any more; wait for those that still hold it. */
 	if (!ftpad_reclaim(true) || err == -ETIMEDOUT) {
 		/* Enabling sites needs no grace period: the deadline stays. */
@@ -363,66 +339,10 @@ int ftpad_unregister_ops_timeout(struct ftpad_ops *ops, long timeout_ms)
 	return unregister(ops, &until);
 }
 
-/* The next glob of a list: *len bytes at the returned start (blanks
- * around it dropped), *rest past its comma; NULL at the end. */
-static const char *next_glob(const char *p, size_t *len, const char **rest)
-{
-	const char *end;
-
-	for (;;) {
-		p += strspn(p, " \t\n");
-		if (!*p)
-			return NULL;
-		end = p + strcspn(p, ",");
-		*rest = *end ? end + 1 : end;
-		while (end > p && strchr(" \t\n", end[-1]))
-			end--;
-		if (end > p) {
-			*len = end - p;
-			return p;
-		}
-		p = *rest;
-	}
-}
-
-/* A filter holding old's globs, then those of "a, b*,c": one block, the
- * strings after the pointers (no malloc: see alloc.c). */
-static struct filter *parse_filter(const struct filter *old, const char *globs)
-{
-	size_t n = old ? old->n : 0, bytes = 0, len;
-	const char *g, *rest;
-	struct filter *f;
-	char *str;
-
-	for (size_t i = 0; i < n; i++)
-		bytes += strlen(old->globs[i]) + 1;
-	for (rest = globs; (g = next_glob(rest, &len, &rest));)
-		n++, bytes += len + 1;
-	f = ftpad_alloc(sizeof(*f) + n * sizeof(f->globs[0]) + bytes);
-	if (!f)
-		return NULL;
-	str = (char *)&f->globs[n];
-	for (size_t i = 0; old && i < old->n; i++) {
-		f->globs[f->n++] = strcpy(str, old->globs[i]);
-		str += strlen(str) + 1;
-	}
-	for (rest = globs; (g = next_glob(rest, &len, &rest));) {
-		f->globs[f->n++] = memcpy(str, g, len);
-		str[len] = 0;
-		str += len + 1;
-	}
-	return f;
-}
-
-void ftpad_free_filter(void *filter)
-{
-	ftpad_free(filter);
-}
-
 /* Replace or extend one of ops' glob lists, then re-patch if registered. */
 static int set_globs(struct ftpad_ops *ops, void **list, const char *globs, int reset)
 {
-	struct filter *f, *old;
+	struct ftpad_filter *f, *old;
 	int err = 0;
 
 	if (!ops || !globs)
@@ -431,7 +351,7 @@ static int set_globs(struct ftpad_ops *ops, void **list, const char *globs, int 
 		return -EDEADLK;
 	lock();
 	old = *list;
-	f = parse_filter(reset ? NULL : old, globs);
+	f = ftpad_filter_parse(reset ? NULL : old, globs);
 	if (!f) {
 		err = -ENOMEM;
 		goto out;
@@ -445,7 +365,7 @@ static int set_globs(struct ftpad_ops *ops, void **list, const char *globs, int 
 			ftpad_free_filter(f);
 			goto out;
 		}
-		err = ftpad_update_sites();
+		err = update_sites();
 	}
 	ftpad_free_filter(old);
 	ftpad_reclaim(false);
@@ -495,6 +415,17 @@ struct ftpad_pt_regs *ftpad_get_pt_regs(struct ftpad_regs *regs)
 	return regs && regs->full ? &regs->pt : NULL;
 }
 
+/* Under the lock: refresh, and bring the sites of the modules read since
+ * the last update in line with the registered ops. */
+static int sync_modules(void)
+{
+	int err = ftpad_modules_refresh();
+
+	if (!err && ftpad_modules_take_added() && registered_ops())
+		err = update_sites();
+	return err;
+}
+
 void ftpad_modules_changed(void)
 {
 	/* From a callback, the next ftpad_* call outside one picks it up
@@ -504,7 +435,7 @@ void ftpad_modules_changed(void)
 	if (in_callback() || !ftpad_modules_scanned())
 		return;
 	lock();
-	ftpad_modules_sync();
+	sync_modules();
 	ftpad_reclaim(false);
 	unlock();
 }
@@ -537,7 +468,7 @@ int ftpad_get_stats(struct ftpad_stats *st)
 	lock();
 	/* Modules loaded since are patched now, as by any call (dlhooks.c
 	 * does it earlier in libftpad.so). */
-	ftpad_modules_sync();
+	sync_modules();
 	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next) {
 		s.modules += m->nsites > 0;
 		s.sites += m->nsites;
@@ -604,17 +535,14 @@ static void fork_child(void)
 	}
 }
 
-/*
- * At load: nothing but the fork handlers and the built-in tracer, if the
- * environment asks for it.  The site tables are read at the first call
- * that needs them, so a program that traces nothing pays nothing.
- */
-__attribute__((constructor(102))) static void ftpad_init(void)
+/* From the start-up (starthook.c, early_preinit.c): at load. */
+void ftpad_install_fork_handlers(void)
 {
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
-	/* Tracing early in libftpad.so: the tracer takes over right before
-	 * main (starthook.c), so that the constructors are traced early too. */
-	if (ftpad_early_active() && ftpad_link_kind == 'd')
-		return;
-	ftpad_tracer_start();
 }
+
+/* A link with libftpad.a takes this file whenever the program calls an
+ * ftpad function; this takes the start-up with it (early_preinit.c),
+ * whose constructor starts the built-in tracer.  A reference for the
+ * linker only: nothing here calls the start-up. */
+__attribute__((used)) static const char *const take_start_up = &ftpad_start_up;

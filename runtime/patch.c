@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * patch.c - bringing every site in line with the registered ops, in one
- * pass over all sites per change (DESIGN.md "Patching at run time").
+ * pass over all sites per change (docs/runtime.md "The patch protocol").
  *
  * An enabled site calls a stub; its ops slot (when it has one) holds a
  * pointer to its struct ftpad_site, whose ->ops is what it dispatches to.
@@ -31,7 +31,11 @@
  * ops.c's assist for the threads that were already on their way).  A
  * batch is written by the arch from the sites themselves
  * (ftpad_arch_batch_write()), or from an array of changes built here
- * (ftpad_arch_sites_write()); either way nothing else walks every site.
+ * (ftpad_arch_sites_write()); either way nothing else walks every site.  This file
+ * plans and writes, nothing more: what the ops want comes from ops.c (the
+ * registered list, filter.c's matching), the modules, their stub pages and
+ * the hold on them from module.c, and what is unpublished is freed by
+ * grace.c after a grace period.
  *
  * Slots are written by copies.  A /proc/self/mem write is the kernel's
  * memcpy, which on x86 CPUs with fast short `rep movsb` stores byte by
@@ -46,60 +50,15 @@
  *
  * Memory that a dispatching thread may still hold (replaced entries arrays,
  * an unregistered ops, unloaded modules) is given back only after a grace
- * period (grace.c).
+ * period (grace.c, ftpad_retire()).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "arch.h"
 #include "internal.h"
-
-/*
- * Arrays replaced while another thread may still search them, freed by
- * ftpad_reclaim() after a grace period.  They are rebuilt only when an
- * ops' set of functions really changes.
- */
-static struct ftpad_entries *retired;
-/* No pointer was unpublished since the last grace period ended. */
-static bool clean = true;
-
-void ftpad_note_unpublished(void)
-{
-	clean = false;
-}
-
-static bool grace(void)
-{
-	if (!ftpad_grace_wait())
-		return false;
-	clean = true;
-	return true;
-}
-
-bool ftpad_reclaim(bool force)
-{
-	struct ftpad_entries *e = retired;
-
-	if (!force && !e && !ftpad_modules_unloaded())
-		return true;
-	if (!clean && !grace())
-		return false;
-	ftpad_modules_free_unloaded();
-	retired = NULL;
-	while (e) {
-		struct ftpad_entries *next = e->retired;
-
-		ftpad_free(e);
-		e = next;
-	}
-	return true;
-}
 
 /* What a site should be (for site_change()). */
 enum target { T_NOP, T_CALL, T_REGS };
@@ -150,6 +109,8 @@ struct decision {
 
 /* What one update does, as plan() found it. */
 struct plan {
+	struct ftpad_ops *registered; /* the registered ops, linked by ->internal.next */
+	struct ftpad_ops *several;    /* what a site traced by more than one calls */
 	struct ops_plan *op;
 	size_t nops;
 	bool uniform;             /* every site wants the same: */
@@ -167,13 +128,9 @@ static int cmp_ip(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void retire(struct ftpad_entries *e)
+static void free_entries(struct ftpad_retired *r)
 {
-	if (e) {
-		e->retired = retired;
-		retired = e;
-		ftpad_note_unpublished();
-	}
+	ftpad_free(r);
 }
 
 static bool sorted(const uintptr_t *v, size_t n)
@@ -198,94 +155,8 @@ static void publish_entries(struct ops_plan *op)
 		return;
 	}
 	__atomic_store_n(&op->ops->internal.entries, e, __ATOMIC_RELEASE);
-	retire(old);
-}
-
-/* A page for the stubs within reach of every byte of the module, or 0. */
-static uintptr_t map_near(const struct ftpad_module *mod, size_t size)
-{
-	const uintptr_t step = 0x10000, floor = 0x100000;
-	uintptr_t min = mod->hi > ftpad_arch_reach ? mod->hi - ftpad_arch_reach : floor;
-	uintptr_t max = mod->lo + ftpad_arch_reach - size;
-	uintptr_t down = mod->lo & ~(step - 1), up = (mod->hi + step - 1) & ~(step - 1);
-
-	/* Below first: above an executable lies its brk heap. */
-	for (int i = 0; i < 8192; i++) {
-		uintptr_t try[2] = { down - (i + 1) * step, up + i * step };
-
-		for (int j = 0; j < 2; j++) {
-			void *p;
-
-			if ((j == 0 && (down < (i + 1) * step + floor || try[0] < min)) ||
-			    (j == 1 && try[1] > max))
-				continue;
-			p = mmap((void *)try[j], size, PROT_READ | PROT_EXEC,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-			if (p == (void *)try[j])
-				return try[j];
-			/* A kernel without MAP_FIXED_NOREPLACE took it as a hint. */
-			if (p != MAP_FAILED)
-				munmap(p, size);
-		}
-	}
-	return 0;
-}
-
-/* Map and fill the module's stub page, written like any other code. */
-static int ensure_stubs(struct ftpad_module *mod)
-{
-	size_t size = (size_t)sysconf(_SC_PAGESIZE), len = ftpad_arch_stubs_size;
-	struct ftpad_poke pokes[len / 8];
-	uint8_t buf[len];
-	uintptr_t page;
-	int err;
-
-	if (mod->stubs)
-		return 0;
-	page = map_near(mod, size);
-	if (!page) {
-		ftpad_warn("%s: error: ftpad: no free page within branch range of %#lx-%#lx\n",
-			   mod->path, (unsigned long)mod->lo, (unsigned long)mod->hi);
-		return -ERANGE;
-	}
-	ftpad_arch_stubs_fill(buf, page);
-	for (size_t i = 0; i < len / 8; i++) {
-		pokes[i].addr = page + 8 * i;
-		pokes[i].limit = page + size;
-		pokes[i].prot = PROT_READ | PROT_EXEC;
-		pokes[i].len = 8;
-		memcpy(pokes[i].bytes, buf + 8 * i, 8);
-	}
-	/* Nothing runs there yet: one write. */
-	err = ftpad_text_poke(pokes, len / 8, true);
-	if (err) {
-		munmap((void *)page, size);
-		return err;
-	}
-	mod->stubs = page;
-	return 0;
-}
-
-/* Where addr lies in mod: its segment's protection and end, looked up
- * once per segment while a batch walks the sites in order. */
-struct seg_cache {
-	const struct ftpad_module *mod;
-	uintptr_t lo, hi;
-	int prot;
-};
-
-static void poke_place(struct ftpad_poke *p, struct seg_cache *c, const struct ftpad_module *mod,
-		       uintptr_t addr)
-{
-	if (c->mod != mod || addr < c->lo || addr >= c->hi) {
-		c->mod = mod;
-		c->lo = addr;
-		c->hi = ftpad_module_limit(mod, addr);
-		c->prot = ftpad_module_prot(mod, addr);
-	}
-	p->addr = addr;
-	p->prot = c->prot;
-	p->limit = c->hi;
+	if (old)
+		ftpad_retire(&old->retired, free_entries);
 }
 
 /*
@@ -294,7 +165,7 @@ static void poke_place(struct ftpad_poke *p, struct seg_cache *c, const struct f
  * it (its slot, the arch's prep) up to the site, with those between as
  * they are now.  The module's stubs must be mapped.
  */
-static int site_change(struct seg_cache *c, struct ftpad_module *mod, struct ftpad_site *s,
+static int site_change(struct ftpad_seg_cache *c, struct ftpad_module *mod, struct ftpad_site *s,
 		       enum target t, struct ftpad_change *ch)
 {
 	uintptr_t addr = ftpad_site_addr(s), slot = ftpad_site_slot(s), lo = addr, prep = 0;
@@ -314,7 +185,7 @@ static int site_change(struct seg_cache *c, struct ftpad_module *mod, struct ftp
 			ftpad_arch_site_prep(s, &prep, prep_insn);
 		lo = slot_write ? slot : prep ? prep : addr;
 	}
-	poke_place(&where, c, mod, lo);
+	ftpad_poke_place(&where, c, mod, lo);
 	ch->site = addr;
 	ch->limit = where.limit;
 	ch->prot = where.prot;
@@ -346,7 +217,7 @@ static inline struct ftpad_ops *wanted(struct plan *pl, const struct ftpad_site 
 
 		if (!op->all && !ftpad_ops_match(op->ops, s->name))
 			continue;
-		want = want ? &ftpad_list_ops : op->ops;
+		want = want ? pl->several : op->ops;
 		*regs |= op->regs ? FTPAD_S_WANT_REGS : 0;
 		if (!op->all)
 			op->e->ip[op->e->n++] = s->entry;
@@ -421,7 +292,7 @@ static inline int plan_site(struct plan *pl, struct ftpad_module *m, struct ftpa
 	if (s->want != want)
 		s->want = want;
 	if (d.batch) {
-		int err = !(d.batch & FTPAD_B_UP) || m->stubs ? 0 : ensure_stubs(m);
+		int err = !(d.batch & FTPAD_B_UP) || m->stubs ? 0 : ftpad_module_stubs(m);
 
 		if (err)
 			return err;
@@ -461,12 +332,12 @@ static int plan_ops(struct plan *pl, size_t total)
 {
 	size_t nops = 0;
 
-	for (struct ftpad_ops *ops = ftpad_registered(); ops; ops = ops->internal.next)
+	for (struct ftpad_ops *ops = pl->registered; ops; ops = ops->internal.next)
 		nops++;
 	pl->op = scratch_for(&ops_scratch, nops ? nops : 1, sizeof(*pl->op));
 	if (!pl->op)
 		return -ENOMEM;
-	for (struct ftpad_ops *ops = ftpad_registered(); ops; ops = ops->internal.next) {
+	for (struct ftpad_ops *ops = pl->registered; ops; ops = ops->internal.next) {
 		struct ops_plan *op = &pl->op[pl->nops];
 
 		*op = (struct ops_plan){ .ops = ops, .all = ftpad_ops_all(ops),
@@ -556,14 +427,16 @@ static int plan_uniform(struct plan *pl, struct ftpad_module *m)
 	pl->down.n += ndown;
 	pl->down.slots += slots;
 	pl->nstore += nstore;
-	return nup && !m->stubs ? ensure_stubs(m) : 0;
+	return nup && !m->stubs ? ftpad_module_stubs(m) : 0;
 }
 
 static int plan(struct plan *pl)
 {
+	struct ftpad_ops *registered = pl->registered, *several = pl->several;
 	int err;
 
-	*pl = (struct plan){ .up.bit = FTPAD_B_UP, .down.bit = FTPAD_B_DOWN };
+	*pl = (struct plan){ .registered = registered, .several = several,
+			     .up.bit = FTPAD_B_UP, .down.bit = FTPAD_B_DOWN };
 	err = plan_ops(pl, count_sites());
 	for (struct ftpad_module *m = ftpad_modules(); m && !err; m = m->next) {
 		m->batch_first[0] = m->batch_first[1] = m->batch_end[0] = m->batch_end[1] = NULL;
@@ -625,7 +498,7 @@ void ftpad_batch_written(struct ftpad_batch *b, struct ftpad_site *s, struct ftp
 static int write_batch_array(struct ftpad_batch *b)
 {
 	struct ftpad_change *ch = scratch_for(&change_scratch, b->n, sizeof(*ch));
-	struct seg_cache seg = { 0 };
+	struct ftpad_seg_cache seg = { 0 };
 	size_t k = 0;
 	int err = 0;
 
@@ -688,7 +561,7 @@ static int clear_slots_held(void *arg)
 {
 	size_t n = *(size_t *)arg, k = 0;
 	struct ftpad_poke *p = scratch_for(&change_scratch, n, sizeof(*p));
-	struct seg_cache seg = { 0 };
+	struct ftpad_seg_cache seg = { 0 };
 	int err;
 
 	if (!p)
@@ -696,7 +569,7 @@ static int clear_slots_held(void *arg)
 	ftpad_for_each_site(m, s) {
 		if (!unslotted(s) || k == n)
 			continue;
-		poke_place(&p[k], &seg, m, ftpad_site_slot(s));
+		ftpad_poke_place(&p[k], &seg, m, ftpad_site_slot(s));
 		p[k].len = 8;
 		memcpy(p[k].bytes, &ftpad_arch_slot_empty, 8);
 		k++;
@@ -715,17 +588,9 @@ static int clear_slots(size_t n)
 	/* No thread that saw one of these sites call is still dispatching;
 	 * later ones find the NOP and never read the slot.  Waited for
 	 * outside the hold: a callback may be waiting to dlclose. */
-	if (!grace())
+	if (!ftpad_grace_unpublished())
 		return -ETIMEDOUT;
 	return ftpad_modules_hold(clear_slots_held, &n);
-}
-
-bool ftpad_sites_quiesce(void)
-{
-	if (!ftpad_grace_try())
-		return false;
-	clean = true;
-	return true;
 }
 
 /*
@@ -771,9 +636,9 @@ static int update_held(void *arg)
 	return err;
 }
 
-int ftpad_update_sites(void)
+int ftpad_update_sites(struct ftpad_ops *registered, struct ftpad_ops *several)
 {
-	struct plan pl;
+	struct plan pl = { .registered = registered, .several = several };
 	int err;
 
 	err = ftpad_modules_hold(update_held, &pl);

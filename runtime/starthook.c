@@ -5,7 +5,7 @@
  * GLIBC_2.34), so that the built-in tracer can take over from very early
  * tracing (early.c) right before main: after every constructor of the
  * program, which are thus traced early.  Without FTPAD_EARLY it only passes
- * the call on.
+ * the call on.  Its constructor is libftpad.so's start-up.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -36,5 +36,21 @@ FTPAD_API int __libc_start_main(main_fn main, int argc, char **argv, void (*init
 	return real(main, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
-/* ops.c refers to it, so a link with libftpad.a pulls this file in. */
-const char ftpad_link_kind = 'd';
+/*
+ * At load, right after early.c's constructor: nothing but the fork
+ * handlers, and the built-in tracer if the environment asks for it; when
+ * tracing early, the tracer takes over right before main instead (above),
+ * so that the constructors are traced early too.  The site tables are
+ * read at the first call that needs them, so a program that traces
+ * nothing pays nothing.
+ */
+__attribute__((constructor(102))) static void start_up(void)
+{
+	ftpad_install_fork_handlers();
+	if (!ftpad_early_active())
+		ftpad_tracer_start();
+}
+
+/* ops.c refers to it (for the static library's start-up; here it is in
+ * the shared library anyway). */
+const char ftpad_start_up = 'd';
