@@ -36,9 +36,6 @@ extern const uint64_t ftpad_arch_slot_empty FTPAD_HIDDEN;
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why) FTPAD_HIDDEN;
 
-/* The disabled site instruction (ftpad_arch_site_len bytes). */
-void ftpad_arch_site_nop(uint8_t *buf) FTPAD_HIDDEN;
-
 /*
  * The enabled site instruction: a call to the stub for site->kind in the
  * stub page at stubs, the one of the full register save with regs.
@@ -51,7 +48,7 @@ int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool re
  * For a site with FTPAD_S_PREP: the one-time write (ftpad_arch_site_len
  * bytes at *addr, right before the site) that must be in place before the
  * site may call: aarch64's `mov x9, x30` into the first NOP of a NOP NOP
- * pad.  The arch's ftpad_arch_sites_write() makes that write safe while
+ * pad.  The arch's ftpad_arch_batch_write() makes that write safe while
  * other threads run (aarch64: with them stopped, quiesce.c, when the
  * program allows it; else only while single-threaded).
  */
@@ -71,37 +68,36 @@ extern const size_t ftpad_arch_stubs_size FTPAD_HIDDEN;
 void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page) FTPAD_HIDDEN;
 
 /*
- * An arch defines one of the next two (hence weak): the same job, with the
- * batch's changes handed over as an array, or taken from the sites.
+ * Write batch b (struct ftpad_batch): change the instructions of its sites
+ * while other threads may be executing them.  Each site goes to a call
+ * (->patching +1; to the full save's stub with ->target_regs) or back to
+ * its NOP (-1); with FTPAD_B_SLOT its ops slot is written too: &site
+ * before the site may call, or (going down) the slot's NOPs back once no
+ * thread can read it.  A site's slot and any prep write
+ * (ftpad_arch_site_prep()) must be in place before the site can call.
+ * Every thread must execute either the old or the new instruction, and
+ * all of them must see the new one once this returns.  x86_64 uses the
+ * int3 protocol (or, when another thread blocks SIGTRAP, guarded single
+ * stores); aarch64 a single-instruction write with cache maintenance, and
+ * writes a batch's prep MOVs with the other threads stopped (quiesce.c,
+ * when the program allows it; else only while single-threaded); both end
+ * with ftpad_text_sync_cores().  While it runs, the generic code keeps
+ * site->patching set on each site concerned, for a trap handler.
  *
- * Change the site instructions of a batch while other threads may be
- * executing them: each change's pre bytes (its ops slot, a prep write)
- * must be in place before the site can call, then the site becomes the
- * change's new instruction.  Every thread must execute either the old or
- * the new instruction, and all of them must see the new one once this
- * returns.  x86_64 uses the int3 protocol, aarch64 a single-instruction
- * write with cache maintenance (and writes a batch's prep MOVs with the
- * other threads stopped); both end with ftpad_text_sync_cores().
- * While it runs, the generic code keeps site->patching set on each site
- * concerned (+1 a call being written, -1 the NOP), for a trap handler.
- * Returns 0 or the errors of ftpad_text_write(), or -EAGAIN when the
- * other threads could not be stopped for a prep write.
+ * The arch may report runs of sites whose bytes are all in memory with
+ * ftpad_batch_written() as it goes (x86_64 does, while their cache lines
+ * are at hand); the sites it does not report are taken as written when it
+ * returns 0, and as left half written (->patching stays set, the next
+ * update writes them again) otherwise.  It may put the slots' NOPs back
+ * as part of the batch, once no thread can read them
+ * (ftpad_sites_quiesce()), and then sets b->slots_cleared before it
+ * reports; otherwise the generic code does it after a grace period.
+ * Returns 0, the errors of ftpad_text_write(), -ENOMEM, or -EAGAIN when
+ * the batch cannot be written safely now (aarch64: the other threads
+ * could not be stopped for a prep write; x86_64: a thread blocks SIGTRAP
+ * and the guarded stores are not possible).
  */
-int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
-	FTPAD_HIDDEN __attribute__((weak));
-
-/*
- * The same, for the sites of batch b (struct ftpad_batch), read from the
- * sites and written as they are read, so that a batch needs no memory per
- * site (x86_64).  After the last step, it reports each run of sites whose
- * bytes are all in memory with ftpad_batch_written(); a site it never
- * reports is left half written (->patching stays set).  With FTPAD_B_SLOT
- * on a site going to the NOP, it may put the slot's NOPs back as part of
- * the batch, once no thread can read the slot (ftpad_sites_quiesce()),
- * and then sets b->slots_cleared before it reports; otherwise the generic
- * code does it after a grace period.  Returns 0 or a negative errno.
- */
-int ftpad_arch_batch_write(struct ftpad_batch *b) FTPAD_HIDDEN __attribute__((weak));
+int ftpad_arch_batch_write(struct ftpad_batch *b) FTPAD_HIDDEN;
 
 /* Where the n-th integer argument is saved: its register's slot in regs,
  * or its place on the stack (ftpad_regs_get_argument() reads it,

@@ -256,21 +256,6 @@ void ftpad_poke_place(struct ftpad_poke *p, struct ftpad_seg_cache *c,
 		      const struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
 
 /*
- * One site of a batch of site changes (arch.h ftpad_arch_sites_write()):
- * its new instruction, and the bytes right before it to write first (the
- * ops slot, a one-time prep instruction, and what lies between them and
- * the site, unchanged).
- */
-struct ftpad_change {
-	uintptr_t site;
-	uintptr_t limit;   /* end of the segment it is in */
-	int prot;          /* that segment's protection */
-	uint8_t pre_len;   /* bytes of pre, which ends at the site */
-	uint8_t insn[8];   /* the site's new instruction (ftpad_arch_site_len bytes) */
-	uint8_t pre[16];
-};
-
-/*
  * A batch of site writes (arch.h ftpad_arch_batch_write()): the sites
  * whose ->batch has bit, in module then address order.  Each goes to a
  * call (->patching +1; to the full save's stub if ->target_regs) or back

@@ -30,8 +30,7 @@
  * full save is never reached through the plain trampoline (but see
  * ops.c's assist for the threads that were already on their way).  A
  * batch is written by the arch from the sites themselves
- * (ftpad_arch_batch_write()), or from an array of changes built here
- * (ftpad_arch_sites_write()); either way nothing else walks every site.  This file
+ * (ftpad_arch_batch_write()): nothing else walks every site.  This file
  * plans and writes, nothing more: what the ops want comes from ops.c (the
  * registered list, filter.c's matching), the modules, their stub pages and
  * the hold on them from module.c, and what is unpublished is freed by
@@ -60,14 +59,6 @@
 #include "arch.h"
 #include "internal.h"
 
-/* What a site should be (for site_change()). */
-enum target { T_NOP, T_CALL, T_REGS };
-
-static enum target target_of(const struct ftpad_site *s)
-{
-	return !s->want ? T_NOP : s->state & FTPAD_S_WANT_REGS ? T_REGS : T_CALL;
-}
-
 /* Scratch memory, kept from one update to the next. */
 struct scratch {
 	void *p;
@@ -87,7 +78,7 @@ static void *scratch_for(struct scratch *sc, size_t n, size_t size)
 	return sc->p;
 }
 
-static struct scratch ops_scratch, change_scratch;
+static struct scratch ops_scratch, poke_scratch;
 
 /* One registered ops while its entries are rebuilt. */
 struct ops_plan {
@@ -157,48 +148,6 @@ static void publish_entries(struct ops_plan *op)
 	__atomic_store_n(&op->ops->internal.entries, e, __ATOMIC_RELEASE);
 	if (old)
 		ftpad_retire(&old->retired, free_entries);
-}
-
-/*
- * The change that takes site s to target t, for an arch that takes its
- * batches as an array: its new instruction, and the bytes to write before
- * it (its slot, the arch's prep) up to the site, with those between as
- * they are now.  The module's stubs must be mapped.
- */
-static int site_change(struct ftpad_seg_cache *c, struct ftpad_module *mod, struct ftpad_site *s,
-		       enum target t, struct ftpad_change *ch)
-{
-	uintptr_t addr = ftpad_site_addr(s), slot = ftpad_site_slot(s), lo = addr, prep = 0;
-	uint8_t prep_insn[8];
-	bool slot_write = false;
-	struct ftpad_poke where;
-	int err;
-
-	if (t == T_NOP) {
-		ftpad_arch_site_nop(ch->insn);
-	} else {
-		err = ftpad_arch_site_call(s, mod->stubs, t == T_REGS, ch->insn);
-		if (err)
-			return err;
-		slot_write = s->batch & FTPAD_B_SLOT;
-		if ((s->state & FTPAD_S_PREP) && !(s->state & FTPAD_S_PREPARED))
-			ftpad_arch_site_prep(s, &prep, prep_insn);
-		lo = slot_write ? slot : prep ? prep : addr;
-	}
-	ftpad_poke_place(&where, c, mod, lo);
-	ch->site = addr;
-	ch->limit = where.limit;
-	ch->prot = where.prot;
-	ch->pre_len = addr - lo;
-	memcpy(ch->pre, (const void *)lo, ch->pre_len);
-	if (slot_write) {
-		uint64_t v = (uintptr_t)s;
-
-		memcpy(ch->pre, &v, sizeof(v));
-	}
-	if (prep)
-		memcpy(ch->pre + (prep - lo), prep_insn, ftpad_arch_site_len);
-	return 0;
 }
 
 /* What the registered ops want at site s: ->want, and FTPAD_S_WANT_REGS
@@ -494,26 +443,6 @@ void ftpad_batch_written(struct ftpad_batch *b, struct ftpad_site *s, struct ftp
 	b->unslotted += unslotted;
 }
 
-/* For an arch without ftpad_arch_batch_write(): every change in an array. */
-static int write_batch_array(struct ftpad_batch *b)
-{
-	struct ftpad_change *ch = scratch_for(&change_scratch, b->n, sizeof(*ch));
-	struct ftpad_seg_cache seg = { 0 };
-	size_t k = 0;
-	int err = 0;
-
-	if (!ch)
-		return -ENOMEM;
-	for (struct ftpad_module *m = ftpad_modules(); m && !err; m = m->next) {
-		struct ftpad_site *end = ftpad_batch_end(m, b->bit);
-
-		for (struct ftpad_site *s = ftpad_batch_first(m, b->bit); s && s < end && !err; s++)
-			if (s->batch & b->bit)
-				err = site_change(&seg, m, s, target_of(s), &ch[k++]);
-	}
-	return err ? err : ftpad_arch_sites_write(ch, k);
-}
-
 /* One batch of site writes (steps 1 and 3). */
 static int write_batch(struct ftpad_batch *b)
 {
@@ -521,7 +450,7 @@ static int write_batch(struct ftpad_batch *b)
 
 	if (!b->n)
 		return 0;
-	err = ftpad_arch_batch_write ? ftpad_arch_batch_write(b) : write_batch_array(b);
+	err = ftpad_arch_batch_write(b);
 	/* The sites the arch did not report: after a failure, some may be
 	 * half written; they keep ->patching, so that a trap there still runs
 	 * the new instruction and the next update writes them again. */
@@ -560,7 +489,7 @@ static bool unslotted(const struct ftpad_site *s)
 static int clear_slots_held(void *arg)
 {
 	size_t n = *(size_t *)arg, k = 0;
-	struct ftpad_poke *p = scratch_for(&change_scratch, n, sizeof(*p));
+	struct ftpad_poke *p = scratch_for(&poke_scratch, n, sizeof(*p));
 	struct ftpad_seg_cache seg = { 0 };
 	int err;
 

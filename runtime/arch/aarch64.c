@@ -158,11 +158,6 @@ int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 	return 0;
 }
 
-void ftpad_arch_site_nop(uint8_t *buf)
-{
-	put_insn(buf, INSN_NOP);
-}
-
 int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool regs,
 			 uint8_t *buf)
 {
@@ -261,12 +256,70 @@ static bool procmem_reaches_code(void)
 	return known > 0;
 }
 
+/*
+ * One site of a batch, as this file writes it (ftpad_arch_batch_write()
+ * makes them from the sites): its new instruction, and the bytes right
+ * before it to write first (the ops slot, a one-time prep instruction, and
+ * what lies between them and the site, unchanged).
+ */
+struct change {
+	uintptr_t site;
+	uintptr_t limit;   /* end of the segment it is in */
+	int prot;          /* that segment's protection */
+	uint8_t pre_len;   /* bytes of pre, which ends at the site */
+	uint8_t insn[8];   /* the site's new instruction (ftpad_arch_site_len bytes) */
+	uint8_t pre[16];
+};
+
+/*
+ * The change that site s of a batch makes (->patching: to a call, to the
+ * full save's stub with ->target_regs, or back to its NOP): its new
+ * instruction, and the bytes to write before it (its slot, the prep MOV)
+ * up to the site, with those between as they are now.  The module's stubs
+ * are mapped (patch.c).
+ */
+static int site_change(struct ftpad_seg_cache *c, struct ftpad_module *mod, struct ftpad_site *s,
+		       struct change *ch)
+{
+	uintptr_t addr = ftpad_site_addr(s), slot = ftpad_site_slot(s), lo = addr, prep = 0;
+	uint8_t prep_insn[8];
+	bool slot_write = false;
+	struct ftpad_poke where;
+	int err;
+
+	if (s->patching < 0) {
+		put_insn(ch->insn, INSN_NOP);
+	} else {
+		err = ftpad_arch_site_call(s, mod->stubs, s->target_regs, ch->insn);
+		if (err)
+			return err;
+		slot_write = s->batch & FTPAD_B_SLOT;
+		if ((s->state & FTPAD_S_PREP) && !(s->state & FTPAD_S_PREPARED))
+			ftpad_arch_site_prep(s, &prep, prep_insn);
+		lo = slot_write ? slot : prep ? prep : addr;
+	}
+	ftpad_poke_place(&where, c, mod, lo);
+	ch->site = addr;
+	ch->limit = where.limit;
+	ch->prot = where.prot;
+	ch->pre_len = addr - lo;
+	memcpy(ch->pre, (const void *)lo, ch->pre_len);
+	if (slot_write) {
+		uint64_t v = (uintptr_t)s;
+
+		memcpy(ch->pre, &v, sizeof(v));
+	}
+	if (prep)
+		memcpy(ch->pre + (prep - lo), prep_insn, ftpad_arch_site_len);
+	return 0;
+}
+
 /* Which part of each change a pass writes. */
 enum part { PART_PRE, PART_SITE };
 
 static void part_of(const void *item, int part, struct ftpad_poke *p)
 {
-	const struct ftpad_change *c = item;
+	const struct change *c = item;
 
 	p->limit = c->limit;
 	p->prot = c->prot;
@@ -286,7 +339,7 @@ static void part_of(const void *item, int part, struct ftpad_poke *p)
  * writable.  Cycle the protection of every page written (only where the
  * probe above failed, so never on a real kernel).
  */
-static int reprotect(const struct ftpad_change *changes, size_t n, enum part part)
+static int reprotect(const struct change *changes, size_t n, enum part part)
 {
 	uintptr_t size = (uintptr_t)sysconf(_SC_PAGESIZE), last = 0;
 	struct ftpad_poke p;
@@ -311,7 +364,7 @@ static int reprotect(const struct ftpad_change *changes, size_t n, enum part par
  * Site words are not mergeable: each is a single 32-bit store, as merged
  * writes are the kernel's memcpy, whose stores need not keep a word whole.
  */
-static int write_synced(const struct ftpad_change *changes, size_t n, enum part part)
+static int write_synced(const struct change *changes, size_t n, enum part part)
 {
 	int err = ftpad_text_write(changes, n, sizeof(*changes), part_of, part, part == PART_PRE);
 
@@ -333,7 +386,7 @@ static int write_synced(const struct ftpad_change *changes, size_t n, enum part 
 static bool unconfirmed;
 
 /* Whether change c writes the MOV of a NOP NOP pad (not yet known safe). */
-static bool writes_mov(const struct ftpad_change *c)
+static bool writes_mov(const struct change *c)
 {
 	const struct ftpad_site *s;
 	uint32_t last;
@@ -382,7 +435,7 @@ static int cmp_addr(const void *a, const void *b)
  * membarrier registration, and the choice of a write method (c's word
  * before the site, rewritten as it is).
  */
-static int settle_writer(const struct ftpad_change *c)
+static int settle_writer(const struct change *c)
 {
 	struct ftpad_poke p = { .addr = c->site - 4, .limit = c->limit, .prot = c->prot, .len = 4 };
 	int err;
@@ -434,7 +487,7 @@ static void report_stop_failure(uintptr_t site, size_t n, const struct ftpad_sto
  * before the entry then), back to its NOPs. */
 static void slot_of(const void *item, int part, struct ftpad_poke *p)
 {
-	const struct ftpad_change *c = item;
+	const struct change *c = item;
 
 	(void)part;
 	p->limit = c->limit;
@@ -452,7 +505,7 @@ static void slot_of(const void *item, int part, struct ftpad_poke *p)
  * stood right behind the first NOP of one of those pads with x9 set.
  * Nothing is logged while they are stopped.
  */
-static int write_stopped(const struct ftpad_change *changes, size_t n, size_t nmov)
+static int write_stopped(const struct change *changes, size_t n, size_t nmov)
 {
 	uintptr_t *sites = ftpad_alloc(nmov * sizeof(*sites));
 	struct ftpad_stop_failure why;
@@ -514,7 +567,7 @@ out:
  * maintenance; /proc/self/mem writes get it from the kernel, except under
  * qemu-user.
  */
-int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
+static int write_changes(const struct change *changes, size_t n)
 {
 	size_t pre = 0, movs = 0;
 	int err = 0;
@@ -528,6 +581,40 @@ int ftpad_arch_sites_write(const struct ftpad_change *changes, size_t n)
 	if (pre)
 		err = write_synced(changes, n, PART_PRE);
 	return err ? err : write_synced(changes, n, PART_SITE);
+}
+
+/* The changes of a batch, kept from one batch to the next. */
+static struct change *changes;
+static size_t changes_cap;
+
+/*
+ * Batch b as an array of changes (site_change()), written by
+ * write_changes().  The sites are not reported to ftpad_batch_written():
+ * when this returns 0 they are all written, which is what patch.c takes
+ * a site it was not told about to be.
+ */
+int ftpad_arch_batch_write(struct ftpad_batch *b)
+{
+	struct ftpad_seg_cache seg = { 0 };
+	size_t k = 0;
+	int err = 0;
+
+	if (b->n > changes_cap) {
+		struct change *p = ftpad_realloc(changes, b->n * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		changes = p;
+		changes_cap = b->n;
+	}
+	for (struct ftpad_module *m = ftpad_modules(); m && !err; m = m->next) {
+		struct ftpad_site *end = ftpad_batch_end(m, b->bit);
+
+		for (struct ftpad_site *s = ftpad_batch_first(m, b->bit); s && s < end && !err; s++)
+			if (s->batch & b->bit)
+				err = site_change(&seg, m, s, &changes[k++]);
+	}
+	return err ? err : write_changes(changes, k);
 }
 
 unsigned long *ftpad_arch_regs_argument_slot(struct ftpad_regs *regs, unsigned int n)

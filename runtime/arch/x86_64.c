@@ -122,11 +122,6 @@ int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 	return 0;
 }
 
-void ftpad_arch_site_nop(uint8_t *buf)
-{
-	memcpy(buf, nop5, sizeof(nop5));
-}
-
 int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool regs,
 			 uint8_t *buf)
 {
