@@ -90,7 +90,7 @@ void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page) FTPAD_HIDDEN;
  * returns 0, and as left half written (->patching stays set, the next
  * update writes them again) otherwise.  It may put the slots' NOPs back
  * as part of the batch, once no thread can read them
- * (ftpad_sites_quiesce()), and then sets b->slots_cleared before it
+ * (ftpad_grace_try_unpublished()), and then sets b->slots_cleared before it
  * reports; otherwise the generic code does it after a grace period.
  * Returns 0, the errors of ftpad_text_write(), -ENOMEM, or -EAGAIN when
  * the batch cannot be written safely now (aarch64: the other threads

@@ -370,7 +370,7 @@ bool ftpad_grace_unpublished(void)
 	return true;
 }
 
-bool ftpad_sites_quiesce(void)
+bool ftpad_grace_try_unpublished(void)
 {
 	if (!ftpad_grace_try())
 		return false;

@@ -268,7 +268,7 @@ struct ftpad_batch {
 	size_t n;           /* sites in the batch */
 	size_t slots;       /* of which going to the NOP with FTPAD_B_SLOT */
 	size_t done;        /* of which ftpad_batch_written() was told */
-	size_t unslotted;   /* sites turned off whose slot keeps its pointer */
+	size_t slots_to_clear; /* sites turned off whose slot keeps its pointer */
 };
 
 /*
@@ -427,7 +427,7 @@ bool ftpad_reclaim(bool force) FTPAD_HIDDEN;
 bool ftpad_grace_unpublished(void) FTPAD_HIDDEN;
 /* For the arch, between the steps of a batch: the same, if it can be had
  * without waiting for long (ftpad_grace_try()); whether it was. */
-bool ftpad_sites_quiesce(void) FTPAD_HIDDEN;
+bool ftpad_grace_try_unpublished(void) FTPAD_HIDDEN;
 /* For ftpad_exit(): a writer sleeps on t; wake it. */
 void ftpad_grace_wake(struct ftpad_thread_slot *t) FTPAD_HIDDEN;
 

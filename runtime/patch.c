@@ -431,16 +431,16 @@ static inline bool site_done(const struct ftpad_batch *b, struct ftpad_site *s, 
 void ftpad_batch_written(struct ftpad_batch *b, struct ftpad_site *s, struct ftpad_site *end)
 {
 	const uint8_t bit = b->bit;
-	size_t done = 0, unslotted = 0;
+	size_t done = 0, to_clear = 0;
 
 	for (; s < end; s++) {
 		if (s->batch & bit) {
-			unslotted += site_done(b, s, true);
+			to_clear += site_done(b, s, true);
 			done++;
 		}
 	}
 	b->done += done;
-	b->unslotted += unslotted;
+	b->slots_to_clear += to_clear;
 }
 
 /* One batch of site writes (steps 1 and 3). */
@@ -459,7 +459,7 @@ static int write_batch(struct ftpad_batch *b)
 
 		for (struct ftpad_site *s = ftpad_batch_first(m, b->bit); s && s < end; s++)
 			if (s->batch & b->bit)
-				b->unslotted += site_done(b, s, !err);
+				b->slots_to_clear += site_done(b, s, !err);
 	}
 	return err;
 }
@@ -477,7 +477,9 @@ static void store_late_ops(void)
 	}
 }
 
-static bool unslotted(const struct ftpad_site *s)
+/* A site turned off whose slot still holds its pointer: the slot gets
+ * its NOPs back in step 4. */
+static bool off_but_slotted(const struct ftpad_site *s)
 {
 	return !(s->state & FTPAD_S_ENABLED) && (s->state & FTPAD_S_SLOTTED);
 }
@@ -496,7 +498,7 @@ static int clear_slots_held(void *arg)
 	if (!p)
 		return -ENOMEM;
 	ftpad_for_each_site(m, s) {
-		if (!unslotted(s) || k == n)
+		if (!off_but_slotted(s) || k == n)
 			continue;
 		ftpad_poke_place(&p[k], &seg, m, ftpad_site_slot(s));
 		p[k].len = 8;
@@ -507,7 +509,7 @@ static int clear_slots_held(void *arg)
 	if (err)
 		return err;
 	ftpad_for_each_site(m, s)
-		if (unslotted(s))
+		if (off_but_slotted(s))
 			s->state &= ~FTPAD_S_SLOTTED;
 	return 0;
 }
@@ -571,7 +573,7 @@ int ftpad_update_sites(struct ftpad_ops *registered, struct ftpad_ops *several)
 	int err;
 
 	err = ftpad_modules_hold(update_held, &pl);
-	if (!err && pl.down.unslotted)
-		err = clear_slots(pl.down.unslotted);
+	if (!err && pl.down.slots_to_clear)
+		err = clear_slots(pl.down.slots_to_clear);
 	return err;
 }

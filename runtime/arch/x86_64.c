@@ -622,7 +622,7 @@ static bool protect_batch(const struct ftpad_batch *b, bool writable, int *err)
  * going back to their NOPs whose slots are to be cleared, the slots go
  * back to their NOPs in the tail step: after the int3 step's sync no
  * thread sees those sites call, and a grace period then
- * (ftpad_sites_quiesce(), which does not wait for long) lets the last
+ * (ftpad_grace_try_unpublished(), which does not wait for long) lets the last
  * readers of their slots finish.  That saves a fourth pass over the code.
  */
 /* Whether every site of the batch lies within one cache line, so that the
@@ -709,7 +709,7 @@ int ftpad_arch_batch_write(struct ftpad_batch *b)
 		err = write_step(b, STEP_INT3, direct, guard);
 	if (!err)
 		err = sync_all_cores();
-	if (!err && b->slots && ftpad_sites_quiesce()) {
+	if (!err && b->slots && ftpad_grace_try_unpublished()) {
 		b->slots_cleared = true;
 		tail = STEP_TAIL_SLOTS;
 	}
