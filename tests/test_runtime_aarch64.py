@@ -483,14 +483,21 @@ def test_thread_stopped_between_the_nops_gets_x9(rt_pads):
 
 
 def test_without_the_fix_up_it_crashes(rt_pads, tmp_path):
-    """The control: the same program with runtime/arch/aarch64.c built
-    without the x9 fix-up (linked ahead of libftpad.a, so it replaces that
-    object): the thread runs the BL with the poison in x9, the callback
-    gets it as parent_ip, and kpage returns there: SIGSEGV."""
+    """The control: the same program with a copy of runtime/arch/aarch64.c
+    whose fix-up leaves x9 alone (linked ahead of libftpad.a, so it
+    replaces that object): the thread runs the BL with the poison in x9,
+    the callback gets it as parent_ip, and kpage returns there: SIGSEGV."""
+    source = (ftpadtest.ROOT / "runtime" / "arch" / "aarch64.c").read_text()
+    fixup = "uc->uc_mcontext.regs[9] = uc->uc_mcontext.regs[30];"
+    assert source.count(fixup) == 1, "aarch64.c's x9 fix-up is no longer written so"
+    copy = tmp_path / "arch" / "aarch64_nofix.c"
+    copy.parent.mkdir()
+    copy.write_text(source.replace(fixup, "/* no fix-up */"))
     nofix = tmp_path / "aarch64_nofix.o"
+    # "../arch.h" is found through -I runtime/arch.
     run([CC, "-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-mbranch-protection=standard",
-         "-DFTPAD_TEST_NO_X9_FIXUP", f"-I{INCLUDE}", f"-I{ftpadtest.ROOT / 'runtime'}", "-c",
-         ftpadtest.ROOT / "runtime" / "arch" / "aarch64.c", "-o", nofix])
+         f"-I{INCLUDE}", f"-I{ftpadtest.ROOT / 'runtime' / 'arch'}",
+         f"-I{ftpadtest.ROOT / 'runtime'}", "-c", copy, "-o", nofix])
     exe = tmp_path / "rt_pads_nofix"
     run([CC, "-O2", "-g", f"-I{INCLUDE}", "-pthread", RT_PADS, PADS, nofix, "-static",
          LIBDIR / "libftpad.a", "-o", exe])

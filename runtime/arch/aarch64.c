@@ -416,9 +416,7 @@ static bool fix_x9(void *ctx, const uintptr_t *sites, size_t n)
 
 	if (!ftpad_sorted_has(sites, n, uc->uc_mcontext.pc))
 		return false;
-#ifndef FTPAD_TEST_NO_X9_FIXUP /* the control of tests/test_runtime_aarch64.py */
 	uc->uc_mcontext.regs[9] = uc->uc_mcontext.regs[30];
-#endif
 	return true;
 }
 
