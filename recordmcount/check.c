@@ -139,9 +139,10 @@ static void check_record(struct checker *c, const struct rmc_site *site)
 		violation(c, site, "version %u; this tool knows %u", rec->version, FTPAD_SITE_VERSION);
 		return;
 	}
-	if (!s->pad || !s->pad->ftpad_arch || rec->arch != s->pad->ftpad_arch) {
+	if (!rmc_arch_knows_pads(s->arch) || !s->arch->ftpad_arch ||
+	    rec->arch != s->arch->ftpad_arch) {
 		violation(c, site, "a record for arch %u in an object for %s", rec->arch,
-			  s->pad ? s->pad->name : "another machine");
+			  rmc_arch_knows_pads(s->arch) ? s->arch->name : "another machine");
 		return;
 	}
 	if (!(table->sh_flags & SHF_LINK_ORDER) || table->sh_link != site->sec)
@@ -149,7 +150,7 @@ static void check_record(struct checker *c, const struct rmc_site *site)
 			  "or misplace the record", rmc_secname(s->obj, site->sec));
 	why = record_bounds(s, site, size);
 	if (!why)
-		why = s->pad->check_record(rec, text, size);
+		why = s->arch->check_record(rec, text, size);
 	if (why)
 		violation(c, site, "%s", why);
 }
@@ -192,8 +193,7 @@ static struct rmc_sites *open_sites(const char *path, struct rmc_obj **obj)
 	eh = rmc_obj_ehdr(*obj);
 	if (eh->e_type != ET_REL) {
 		rmc_error(path, "not a relocatable object (ET_REL)");
-	} else if (!rmc_arch_for(eh->e_machine, eh->e_ident[EI_CLASS]) &&
-		   !rmc_pad_for(eh->e_machine, eh->e_ident[EI_CLASS])) {
+	} else if (!rmc_arch_for(eh->e_machine, eh->e_ident[EI_CLASS])) {
 		rmc_error(path, "unsupported machine (e_machine %u, %d-bit)", eh->e_machine,
 			  eh->e_ident[EI_CLASS] == ELFCLASS32 ? 32 : 64);
 	} else if ((s = rmc_sites_collect(*obj))) {

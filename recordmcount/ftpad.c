@@ -7,7 +7,7 @@
  * -fpatchable-function-entry=N,M), calls to __fentry__ (-pg -mfentry), and
  * __mcount_loc entries at NOPs (-mrecord-mcount -mnop-mcount).  For each
  * function:
- * - the site becomes what libftpad patches (pad/<arch>.c): on x86_64 one
+ * - the site becomes what libftpad patches (arch/<arch>.c): on x86_64 one
  *   5-byte NOP, never several small ones, and `call __fentry__` a 5-byte
  *   NOP with its relocation R_X86_64_NONE; on aarch64 the second of two
  *   NOPs, libftpad writing `mov x9, x30` into the first;
@@ -72,7 +72,7 @@ struct ftpad_file {
 	const char *path;
 	struct rmc_obj *obj;
 	struct rmc_sites *s;
-	const struct rmc_pad *pad;
+	const struct rmc_arch *arch;	/* the machine's backend, which knows its pads */
 	struct plan *plans;
 	size_t nplans;
 	size_t fixups;			/* code ranges rewritten */
@@ -128,7 +128,7 @@ static int refuse_site(struct ftpad_file *f, const struct rmc_site *site)
 		return ftpad_error(f, "%s: the call to %s at %s+%#llx follows the prologue (-pg without "
 				   "-mfentry); libftpad patches sites at a function's entry only: compile "
 				   "with -pg -mfentry (x86_64) or -fpatchable-function-entry=N[,M]",
-				   fn ? fn->name : "?", f->s->arch->mcount, rmc_secname(f->obj, site->sec),
+				   fn ? fn->name : "?", f->arch->mcount, rmc_secname(f->obj, site->sec),
 				   (unsigned long long)site->offset);
 	return ftpad_error(f, "%s: %s", src, site->problem[0] ? site->problem : "not a usable site");
 }
@@ -139,16 +139,16 @@ static int plan_site(struct ftpad_file *f, struct plan *p, unsigned char *text, 
 {
 	bool changed;
 
-	if (len < f->pad->min_after)
+	if (len < f->arch->min_after)
 		return ftpad_error(f, "%s: %llu bytes of NOPs after its entry; a libftpad site needs %u "
 				   "(-fpatchable-function-entry=N,M with N-M >= %u)", p->name,
-				   (unsigned long long)len, f->pad->min_after,
-				   f->pad->min_after / f->pad->unit);
-	if (len / f->pad->unit > 255)
+				   (unsigned long long)len, f->arch->min_after,
+				   f->arch->min_after / f->arch->unit);
+	if (len / f->arch->unit > 255)
 		return ftpad_error(f, "%s: %llu bytes of NOPs after its entry; a record counts at most "
 				   "255 units", p->name, (unsigned long long)len);
-	p->site = area + f->pad->make_site(text + area, len, &changed);
-	p->after = (uint8_t)(len / f->pad->unit);
+	p->site = area + f->arch->make_site(text + area, len, &changed);
+	p->after = (uint8_t)(len / f->arch->unit);
 	f->fixups += changed;
 	return 0;
 }
@@ -164,22 +164,22 @@ static int plan_slot(struct ftpad_file *f, struct plan *p, unsigned char *text, 
 	p->has_ops = pre >= 8 && p->entry % 8 == 0 && sh->sh_addralign >= 8;
 	if (p->has_ops)
 		before -= 8;
-	if (before / f->pad->unit > 255)
+	if (before / f->arch->unit > 255)
 		return ftpad_error(f, "%s: %llu bytes of NOPs before its entry; a record counts at most "
 				   "255 units", p->name, (unsigned long long)pre);
-	p->before = (uint8_t)(before / f->pad->unit);
+	p->before = (uint8_t)(before / f->arch->unit);
 	if (!p->has_ops)
 		return 0;
 	p->ops = p->entry - 8;
 	/* Before the slot, NOPs must end exactly at it: tidy them if one straddles it. */
 	for (size_t n = 1; at < p->ops && n; at += n)
-		n = f->pad->nop_len(text + at, p->entry - at);
+		n = f->arch->nop_len(text + at, p->entry - at);
 	if (at != p->ops) {
-		f->pad->fill(text + start, p->ops - start);
+		f->arch->fill(text + start, p->ops - start);
 		f->fixups++;
 	}
 	memcpy(old, text + p->ops, 8);
-	f->pad->make_slot(text + p->ops);
+	f->arch->make_slot(text + p->ops);
 	f->fixups += memcmp(old, text + p->ops, 8) != 0;
 	return 0;
 }
@@ -200,7 +200,7 @@ static int plan_function(struct ftpad_file *f, const struct rmc_site *site, stru
 			    .flags = pad.landing_flag, .from = site };
 	area = pad.entry + pad.landing;
 	if (site->kind == RMC_SITE_FENTRY) {
-		if (!f->pad->disable_call || !f->pad->disable_call(text + area, site->call_len))
+		if (!f->arch->disable_call || !f->arch->disable_call(text + area, site->call_len))
 			return ftpad_error(f, "%s: cannot turn its call to __fentry__ into a NOP", p->name);
 		f->fixups++;
 	}
@@ -355,10 +355,10 @@ static unsigned char *record_bytes(struct ftpad_file *f, const struct text_out *
 		unsigned char *r = buf + i * RECORD_SIZE;
 
 		r[16] = FTPAD_SITE_VERSION;
-		r[17] = f->pad->ftpad_arch;
+		r[17] = f->arch->ftpad_arch;
 		r[18] = p->before;
 		r[19] = p->after;
-		r[20] = (unsigned char)f->pad->site_len;
+		r[20] = (unsigned char)f->arch->site_len;
 		put_le16(r + 22, p->flags);
 	}
 	return buf;
@@ -551,7 +551,7 @@ static int write_record_relocs(struct ftpad_file *f, const struct text_out *t)
 	for (size_t i = 0; i < t->nplans; i++) {
 		const struct plan *p = &f->plans[t->first + i];
 		uint64_t at = i * RECORD_SIZE;
-		uint32_t pc32 = f->pad->pc32_reloc;
+		uint32_t pc32 = f->arch->pc32_reloc;
 
 		rels[n++] = (struct rmc_reloc){ at, text_sym, pc32, (int64_t)p->entry };
 		rels[n++] = (struct rmc_reloc){ at + 4, text_sym, pc32, (int64_t)p->site };
@@ -574,7 +574,7 @@ static int write_record_relocs(struct ftpad_file *f, const struct text_out *t)
 static int write_text_relocs(struct ftpad_file *f, const struct text_out *t)
 {
 	struct rmc_reloc keep = { .offset = f->plans[t->first].entry,
-				  .sym = t->records_sym, .type = f->pad->none_reloc };
+				  .sym = t->records_sym, .type = f->arch->none_reloc };
 	bool referenced = false;
 
 	for (size_t i = 0; i < t->nplans; i++) {
@@ -583,7 +583,7 @@ static int write_text_relocs(struct ftpad_file *f, const struct text_out *t)
 
 		if (site->kind != RMC_SITE_FENTRY || !site->has_call)
 			continue;
-		r = (struct rmc_reloc){ .offset = site->rel.offset, .type = f->pad->none_reloc };
+		r = (struct rmc_reloc){ .offset = site->rel.offset, .type = f->arch->none_reloc };
 		if (!referenced)
 			r.sym = keep.sym;
 		referenced = true;
@@ -657,8 +657,8 @@ static bool ftpad_supported(struct ftpad_file *f)
 		rmc_error(f->path, "not a relocatable object (ET_REL)");
 		return false;
 	}
-	f->pad = rmc_pad_for(eh->e_machine, eh->e_ident[EI_CLASS]);
-	if (!f->pad || !f->pad->ftpad_arch || eh->e_ident[EI_DATA] != ELFDATA2LSB) {
+	f->arch = rmc_arch_for(eh->e_machine, eh->e_ident[EI_CLASS]);
+	if (!rmc_arch_knows_pads(f->arch) || !f->arch->ftpad_arch || eh->e_ident[EI_DATA] != ELFDATA2LSB) {
 		ftpad_error(f, "libftpad has records for x86_64 and little-endian aarch64 only, not "
 			    "e_machine %u (%d-bit, %s-endian)", eh->e_machine,
 			    eh->e_ident[EI_CLASS] == ELFCLASS32 ? 32 : 64,

@@ -6,8 +6,12 @@
  *   elfobj.c    a thin gelf layer: typed accessors hiding ELF class and byte
  *               order, changes marked and written once (temp file + rename)
  *   mcount.c    the drop-in algorithm of Linux's scripts/recordmcount
- *   arch.c      e_machine -> backend
- *   arch/<arch>.c one file per architecture, each defining the same names
+ *   sites.c, check.c, ftpad.c
+ *               the site modes, --list, --check and --format=ftpad (sites.h)
+ *   arch.c      e_machine -> backend: the one place a machine is looked up
+ *   arch/<arch>.c one file per architecture, each defining the same names:
+ *               its mcount calls and, where ftpad knows its pads, their
+ *               instructions (x86.c for x86_64 and i386, arm64.c for aarch64)
  */
 #ifndef RMC_H
 #define RMC_H
@@ -124,15 +128,20 @@ struct rmc_text {
 	bool big_endian;	/* the object's data order */
 };
 
+struct rmc_record;	/* an ftpad record, decoded (sites.h) */
+
 /*
- * What recordmcount needs to know about one machine.  Every arch/<arch>.c
- * defines the same static helpers (is_fake_mcount, make_nop) and exports
- * one const struct per ELF machine/class it serves.
+ * Everything recordmcount-ng knows about one machine: its mcount calls, for
+ * every mode, and, where the site modes know its pads, their instructions.
+ * Every arch/<arch>.c defines the same static helpers and exports one const
+ * struct per ELF machine/class it serves.
  */
 struct rmc_arch {
 	const char *name;		/* for messages and docs: "x86_64" */
 	uint16_t machine;		/* e_machine */
 	unsigned char elfclass;		/* ELFCLASS32/64, or 0 for either */
+
+	/* ---- the mcount calls: the drop-in mode and the site modes ---- */
 	const char *mcount;		/* the profiling call's symbol: "mcount" or "_mcount" */
 	const char *alt_mcount;		/* a second accepted name (arm: __gnu_mcount_nc), or NULL */
 	bool avoid_func_syms;		/* never base records on STT_FUNC symbols (arm: Thumb bit) */
@@ -162,7 +171,55 @@ struct rmc_arch {
 	 */
 	void (*decode_r_info)(uint64_t info, bool big_endian, uint32_t *sym, uint32_t *type);
 	uint64_t (*encode_r_info)(uint32_t sym, uint32_t type, bool big_endian);
+
+	/*
+	 * ---- the pads: --list and --check (nop_len to is_nop_site, and
+	 * fill), --format=ftpad (the rest).  All NULL or 0 for a machine whose
+	 * pads the site modes do not know (rmc_arch_knows_pads()). ----
+	 */
+	uint8_t ftpad_arch;	/* enum ftpad_site_arch; 0: no ftpad records for it */
+	unsigned unit;		/* bytes of one NOP unit, as records count them */
+	unsigned site_len;	/* bytes of the patchable instruction */
+	unsigned min_after;	/* bytes the area behind the landing pad needs for a site */
+	uint32_t pc32_reloc;	/* the 32-bit PC-relative relocation records use */
+	/* Bytes of the NOP instruction at @p (of @size), or 0. */
+	size_t (*nop_len)(const unsigned char *p, size_t size);
+	/* Bytes of the landing pad at @p (endbr64, bti c) and its record flag, or 0. */
+	size_t (*landing_pad)(const unsigned char *p, size_t size, uint16_t *flag);
+	/*
+	 * The call that relocation @r, against the mcount symbol, belongs to:
+	 * its first byte and length in @text.  False when the bytes there are
+	 * not such a call.
+	 */
+	bool (*call_insn)(const unsigned char *text, size_t size, const struct rmc_reloc *r,
+			  uint64_t *start, uint64_t *len);
+	/* Whether @p holds a call site turned into a NOP (-mnop-mcount, objtool, Linux). */
+	bool (*is_nop_site)(const unsigned char *p, size_t size);
+	/* Fill @len bytes with NOPs. */
+	void (*fill)(unsigned char *p, size_t len);
+	/*
+	 * ftpad: make a site of the NOP area @p[0..len) (len >= min_after) and
+	 * return its offset in the area; *changed says whether bytes changed.
+	 */
+	uint64_t (*make_site)(unsigned char *p, size_t len, bool *changed);
+	/* ftpad: turn the call @p[0..len) at the entry into the site (NULL: never). */
+	bool (*disable_call)(unsigned char *p, size_t len);
+	/* ftpad: make the 8 NOP bytes at @p the empty ops slot. */
+	void (*make_slot)(unsigned char *p);
+	/*
+	 * --check: why the pad of record @rec is not what libftpad accepts, or
+	 * NULL.  @text is its section; entry, site and ops are in range, and
+	 * the ops slot, if any, is 8-aligned and ends at the entry.
+	 */
+	const char *(*check_record)(const struct rmc_record *rec, const unsigned char *text,
+				    size_t size);
 };
+
+/* Whether the site modes know the pads of @arch (which may be NULL). */
+static inline bool rmc_arch_knows_pads(const struct rmc_arch *arch)
+{
+	return arch && arch->nop_len;
+}
 
 /* The backend for this object, or NULL. */
 const struct rmc_arch *rmc_arch_for(uint16_t machine, unsigned char elfclass);

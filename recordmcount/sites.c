@@ -24,20 +24,6 @@
 
 #define RECORD_SIZE sizeof(struct ftpad_site_record)
 
-static const struct rmc_pad *const pads[] = {
-	&rmc_pad_x86_64,
-	&rmc_pad_i386,
-	&rmc_pad_aarch64,
-};
-
-const struct rmc_pad *rmc_pad_for(uint16_t machine, unsigned char elfclass)
-{
-	for (size_t i = 0; i < sizeof(pads) / sizeof(pads[0]); i++)
-		if (pads[i]->machine == machine && pads[i]->elfclass == elfclass)
-			return pads[i];
-	return NULL;
-}
-
 const char *rmc_table_name(enum rmc_table t)
 {
 	switch (t) {
@@ -220,8 +206,8 @@ static int collect_calls_in(struct rmc_sites *s, size_t relsec, size_t txt)
 			continue;
 		name = sym.name[0] == '.' ? sym.name + 1 : sym.name;
 		site.kind = strcmp(name, "__fentry__") == 0 ? RMC_SITE_FENTRY : RMC_SITE_MCOUNT;
-		if (!(text && s->pad &&
-		      s->pad->call_insn(text, size, &site.rel, &site.offset, &site.call_len))) {
+		if (!(text && rmc_arch_knows_pads(s->arch) &&
+		      s->arch->call_insn(text, size, &site.rel, &site.offset, &site.call_len))) {
 			site.offset = site.rel.offset + (uint64_t)(int64_t)s->arch->mcount_adjust;
 			set_problem(&site, "the relocation against %s at %s+%#llx is not in a call",
 				    sym.name, rmc_secname(s->obj, txt),
@@ -544,7 +530,7 @@ static void classify_uncalled(struct rmc_sites *s, struct rmc_site *site)
 		set_problem(site, "lies outside %s", rmc_secname(s->obj, site->sec));
 		return;
 	}
-	if (s->pad && s->pad->is_nop_site(text + site->offset, size - site->offset)) {
+	if (rmc_arch_knows_pads(s->arch) && s->arch->is_nop_site(text + site->offset, size - site->offset)) {
 		site->kind = RMC_SITE_NOP;
 		return;
 	}
@@ -594,7 +580,6 @@ struct rmc_sites *rmc_sites_collect(struct rmc_obj *obj)
 	s->obj = obj;
 	s->path = rmc_obj_path(obj);
 	s->arch = rmc_arch_for(eh->e_machine, eh->e_ident[EI_CLASS]);
-	s->pad = rmc_pad_for(eh->e_machine, eh->e_ident[EI_CLASS]);
 	rmc_obj_set_arch(obj, s->arch);	/* relocations in the machine's r_info layout */
 	for (size_t i = 1; i < rmc_shnum(obj) && !s->symtab; i++)
 		if (rmc_shdr(obj, i)->sh_type == SHT_SYMTAB)
@@ -643,7 +628,7 @@ static const struct rmc_func *entry_at(const struct rmc_sites *s, size_t sec, ui
 	f = rmc_func_before(s, sec, start);
 	if (!f || f->value >= size)
 		return NULL;
-	landing = s->pad->landing_pad(text + f->value, size - f->value, &out->landing_flag);
+	landing = s->arch->landing_pad(text + f->value, size - f->value, &out->landing_flag);
 	if (!landing || f->value + landing != start)
 		return NULL;
 	out->landing = landing;
@@ -657,7 +642,7 @@ static uint64_t nops_from(const struct rmc_sites *s, size_t sec, const unsigned 
 	uint64_t p = at;
 
 	while (p < size) {
-		size_t n = s->pad->nop_len(text + p, size - p);
+		size_t n = s->arch->nop_len(text + p, size - p);
 
 		if (!n || (p > at && rmc_func_at(s, sec, p)))
 			break;
@@ -678,7 +663,7 @@ static const struct rmc_func *entry_after(const struct rmc_sites *s, size_t sec,
 
 		if (f)
 			return f;
-		n = s->pad->nop_len(text + p, size - p);
+		n = s->arch->nop_len(text + p, size - p);
 		if (!n)
 			break;
 		p += n;
@@ -696,7 +681,7 @@ int rmc_pad_layout(const struct rmc_sites *s, const struct rmc_site *site, struc
 	unsigned long long at = site->offset;
 
 	memset(out, 0, sizeof(*out));
-	if (!s->pad)
+	if (!rmc_arch_knows_pads(s->arch))
 		return fail(why, whysize, "no instruction knowledge for this machine");
 	if (!text || site->offset >= size)
 		return fail(why, whysize, "%s+%#llx lies outside its section", secname, at);
@@ -713,7 +698,7 @@ int rmc_pad_layout(const struct rmc_sites *s, const struct rmc_site *site, struc
 			return fail(why, whysize, "no function starts at %s+%#llx", secname, at);
 		}
 		out->after = site->kind == RMC_SITE_NOP
-				     ? s->pad->nop_len(text + site->offset, size - site->offset)
+				     ? s->arch->nop_len(text + site->offset, size - site->offset)
 				     : site->call_len;
 	} else {
 		if (!f) {
@@ -725,7 +710,7 @@ int rmc_pad_layout(const struct rmc_sites *s, const struct rmc_site *site, struc
 			out->pre = f->value - site->offset;
 		}
 		if (!out->landing)	/* the entry itself, or the area ended there */
-			out->landing = s->pad->landing_pad(text + f->value, size - f->value,
+			out->landing = s->arch->landing_pad(text + f->value, size - f->value,
 							   &out->landing_flag);
 		out->after = nops_from(s, site->sec, text, size, f->value + out->landing);
 		if (!out->after)

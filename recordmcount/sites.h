@@ -8,8 +8,9 @@
  *                a section, an offset and a function
  *   check.c      --list and --check
  *   ftpad.c      --format=ftpad: __ftpad_sites records and the fixups
- *   pad/<arch>.c what a pad's instructions are on one machine, with the
- *                same function names in each file
+ *
+ * What a pad's instructions are on one machine is part of its backend,
+ * struct rmc_arch (rmc.h, arch/<arch>.c).
  */
 #ifndef RMC_SITES_H
 #define RMC_SITES_H
@@ -72,8 +73,8 @@ struct rmc_func {
 struct rmc_sites {
 	struct rmc_obj *obj;
 	const char *path;
-	const struct rmc_arch *arch;	/* NULL: no mcount backend for the machine */
-	const struct rmc_pad *pad;	/* NULL: no instruction knowledge for the machine */
+	const struct rmc_arch *arch;	/* NULL: no backend for the machine; see
+					 * rmc_arch_knows_pads() for its pads */
 	size_t symtab;			/* the SHT_SYMTAB, 0 if none */
 	struct rmc_site *v;
 	size_t n, cap;
@@ -120,55 +121,5 @@ int rmc_pad_layout(const struct rmc_sites *s, const struct rmc_site *site,
 /* "__mcount_loc", ...; "call" for RMC_TABLE_NONE. */
 const char *rmc_table_name(enum rmc_table t);
 const char *rmc_site_kind_name(enum rmc_site_kind k);
-
-/* ---- one machine's pad instructions (pad/<arch>.c) ---- */
-
-struct rmc_pad {
-	const char *name;
-	uint16_t machine;
-	unsigned char elfclass;
-	uint8_t ftpad_arch;	/* enum ftpad_site_arch; 0: no ftpad records for it */
-	unsigned unit;		/* bytes of one NOP unit, as records count them */
-	unsigned site_len;	/* bytes of the patchable instruction */
-	unsigned min_after;	/* bytes the area behind the landing pad needs for a site */
-	uint32_t pc32_reloc;	/* the 32-bit PC-relative relocation records use */
-	uint32_t none_reloc;	/* R_*_NONE */
-	/* Bytes of the NOP instruction at @p (of @size), or 0. */
-	size_t (*nop_len)(const unsigned char *p, size_t size);
-	/* Bytes of the landing pad at @p (endbr64, bti c) and its record flag, or 0. */
-	size_t (*landing_pad)(const unsigned char *p, size_t size, uint16_t *flag);
-	/*
-	 * The call that relocation @r, against the mcount symbol, belongs to:
-	 * its first byte and length in @text.  False when the bytes there are
-	 * not such a call.
-	 */
-	bool (*call_insn)(const unsigned char *text, size_t size, const struct rmc_reloc *r,
-			  uint64_t *start, uint64_t *len);
-	/* Whether @p holds a call site turned into a NOP (-mnop-mcount, objtool, Linux). */
-	bool (*is_nop_site)(const unsigned char *p, size_t size);
-	/* Fill @len bytes with NOPs. */
-	void (*fill)(unsigned char *p, size_t len);
-	/*
-	 * ftpad: make a site of the NOP area @p[0..len) (len >= min_after) and
-	 * return its offset in the area; *changed says whether bytes changed.
-	 */
-	uint64_t (*make_site)(unsigned char *p, size_t len, bool *changed);
-	/* ftpad: turn the call @p[0..len) at the entry into the site (NULL: never). */
-	bool (*disable_call)(unsigned char *p, size_t len);
-	/* ftpad: make the 8 NOP bytes at @p the empty ops slot. */
-	void (*make_slot)(unsigned char *p);
-	/*
-	 * --check: why the pad of record @rec is not what libftpad accepts, or
-	 * NULL.  @text is its section; entry, site and ops are in range, and
-	 * the ops slot, if any, is 8-aligned and ends at the entry.
-	 */
-	const char *(*check_record)(const struct rmc_record *rec, const unsigned char *text,
-				    size_t size);
-};
-
-/* The pad knowledge for this object, or NULL. */
-const struct rmc_pad *rmc_pad_for(uint16_t machine, unsigned char elfclass);
-
-extern const struct rmc_pad rmc_pad_x86_64, rmc_pad_i386, rmc_pad_aarch64;
 
 #endif

@@ -1,14 +1,120 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * aarch64, both byte orders: `bl _mcount` (-pg), relocated by
- * R_AARCH64_CALL26 at the bl itself.  Any other relocation against _mcount
- * (an ADRP/ADD taking its address) is not a call site.  Instructions are
- * little-endian in both byte orders, so the bytes compared are the same.
+ * aarch64, both byte orders (instructions are little-endian in both, so
+ * the bytes compared are the same).
+ *
+ * mcount: `bl _mcount` (-pg), relocated by R_AARCH64_CALL26 at the bl
+ * itself.  Any other relocation against _mcount (an ADRP/ADD taking its
+ * address) is not a call site.
+ *
+ * Pads: the NOPs, the `bti c` landing pad, `bl _mcount`, and the ftpad
+ * layouts (docs/format.md):
+ *      [before][ops slot: 2 NOPs] entry: [bti c] [mov x9, x30 | nop] site: [nop] ...
+ * -fpatchable-function-entry=2 gives NOP NOP: the record has no MOV_X9 flag
+ * and libftpad writes the MOV into the first NOP itself; the site is the
+ * second.
  */
 #include <elf.h>
 #include <string.h>
 
-#include "../rmc.h"
+#include "../sites.h"
+
+#define INSN_NOP 0xd503201fu
+#define INSN_BTI_C 0xd503245fu
+#define INSN_MOV_X9_X30 0xaa1e03e9u
+#define INSN_BL_MASK 0xfc000000u
+#define INSN_BL 0x94000000u
+
+static uint32_t insn(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_insn(unsigned char *p, uint32_t v)
+{
+	p[0] = v & 0xff, p[1] = v >> 8 & 0xff, p[2] = v >> 16 & 0xff, p[3] = v >> 24;
+}
+
+static size_t nop_len(const unsigned char *p, size_t size)
+{
+	return size >= 4 && insn(p) == INSN_NOP ? 4 : 0;
+}
+
+static size_t landing_pad(const unsigned char *p, size_t size, uint16_t *flag)
+{
+	*flag = FTPAD_SITE_BTI;
+	return size >= 4 && insn(p) == INSN_BTI_C ? 4 : 0;
+}
+
+/* `bl _mcount`: R_AARCH64_CALL26 on the BL itself. */
+static bool call_insn(const unsigned char *text, size_t size, const struct rmc_reloc *r,
+		      uint64_t *start, uint64_t *len)
+{
+	if (r->offset % 4 || r->offset + 4 > size ||
+	    (insn(text + r->offset) & INSN_BL_MASK) != INSN_BL)
+		return false;
+	*start = r->offset;
+	*len = 4;
+	return true;
+}
+
+static bool is_nop_site(const unsigned char *p, size_t size)
+{
+	return nop_len(p, size) != 0;
+}
+
+static void fill(unsigned char *p, size_t len)
+{
+	for (size_t i = 0; i + 4 <= len; i += 4)
+		put_insn(p + i, INSN_NOP);
+}
+
+/* Two NOPs or more: the first becomes libftpad's MOV, the second the site. */
+static uint64_t make_site(unsigned char *p, size_t len, bool *changed)
+{
+	(void)p, (void)len;
+	*changed = false;
+	return 4;
+}
+
+/* The slot is the two NOPs that are already there. */
+static void make_slot(unsigned char *p)
+{
+	fill(p, 8);
+}
+
+/* What runtime/arch/aarch64.c (ftpad_arch_site_init) accepts. */
+static const char *check_record(const struct rmc_record *rec, const unsigned char *text,
+				size_t size)
+{
+	uint64_t mov = rec->entry;
+
+	(void)size;	/* the caller checked that entry, site and ops lie inside */
+	if (rec->site_len != 4)
+		return "site_len is not 4";
+	if (rec->flags & FTPAD_SITE_ENDBR)
+		return "flags has ENDBR on aarch64";
+	if (rec->entry % 4 || rec->site % 4)
+		return "the entry or the site is not 4-aligned";
+	if (rec->flags & FTPAD_SITE_BTI) {
+		if (insn(text + rec->entry) != INSN_BTI_C)
+			return "flags has BTI but the entry is not bti c";
+		mov += 4;
+	}
+	if (rec->site != mov + 4)
+		return "the site is not the second instruction after the entry (or its bti c)";
+	if (rec->flags & FTPAD_SITE_MOV_X9 && insn(text + mov) != INSN_MOV_X9_X30)
+		return "flags has MOV_X9 but mov x9, x30 does not precede the site";
+	if (!(rec->flags & FTPAD_SITE_MOV_X9) && insn(text + mov) != INSN_NOP)
+		return "without MOV_X9 a NOP must precede the site, for libftpad's mov x9, x30";
+	if (insn(text + rec->site) != INSN_NOP)
+		return "the site is not a NOP";
+	if (rec->has_ops && (insn(text + rec->ops) != INSN_NOP || insn(text + rec->ops + 4) != INSN_NOP))
+		return "the ops slot is not two NOPs";
+	return NULL;
+}
+
+/* ---- mcount ---- */
 
 static bool is_fake_mcount(const struct rmc_reloc *r, uint64_t prev_offset)
 {
@@ -19,11 +125,10 @@ static bool is_fake_mcount(const struct rmc_reloc *r, uint64_t prev_offset)
 static bool make_nop(struct rmc_text *text, uint64_t offset)
 {
 	static const unsigned char bl0[4] = { 0x00, 0x00, 0x00, 0x94 };	/* bl . (unrelocated) */
-	static const unsigned char nop[4] = { 0x1f, 0x20, 0x03, 0xd5 };
 
 	if (offset + 4 > text->size || memcmp(text->bytes + offset, bl0, 4) != 0)
 		return false;
-	memcpy(text->bytes + offset, nop, 4);
+	put_insn(text->bytes + offset, INSN_NOP);
 	return true;
 }
 
@@ -37,4 +142,17 @@ const struct rmc_arch rmc_arch_aarch64 = {
 	.none_reloc = R_AARCH64_NONE,
 	.is_fake_mcount = is_fake_mcount,
 	.make_nop = make_nop,
+	.ftpad_arch = FTPAD_ARCH_AARCH64,
+	.unit = 4,
+	.site_len = 4,
+	.min_after = 8,
+	.pc32_reloc = R_AARCH64_PREL32,
+	.nop_len = nop_len,
+	.landing_pad = landing_pad,
+	.call_insn = call_insn,
+	.is_nop_site = is_nop_site,
+	.fill = fill,
+	.make_site = make_site,
+	.make_slot = make_slot,
+	.check_record = check_record,
 };
