@@ -17,7 +17,7 @@
 // ops=1) or =2 (ops=0) gives: [ops literal: 2 NOPs] func: [bti c] nop; nop,
 // with the literal always 8-aligned.
 #include "arch.h"
-#include "../runtime/include/ftpad_site.h"
+#include "../pad/ftpad_site.h"
 
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Function.h"

@@ -13,7 +13,7 @@
 // and -mnop-mcount on x86 (Linux runs objtool instead), so the NOP and its
 // record come from the plugin's code generator hook (machine.cc).
 #include "arch.h"
-#include "../runtime/include/ftpad_site.h"
+#include "../pad/x86_64.h"
 
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Function.h"
@@ -67,15 +67,15 @@ void append_nops(std::string &out, unsigned units)
 
 void append_ops_slot(std::string &out)
 {
-	static const char slot[8] = {0x0f, 0x1f, (char)0x84, 0, 0, 0, 0, 0};
-	out.append(slot, sizeof(slot));
+	static const unsigned char slot[8] = {FTPAD_X86_64_SLOT_NOP};
+	out.append(reinterpret_cast<const char *>(slot), sizeof(slot));
 }
 
 // GCC's own 5-byte NOP.  LLVM's is 0f 1f 44 00 08, and for a longer entry
 // LLVM writes one longer NOP: neither is the layout.
 std::string entry_asm(FtpadAbi, unsigned after, bool mcount, bool)
 {
-	std::string s = "1:\t.byte 0x0f, 0x1f, 0x44, 0x00, 0x00";
+	std::string s = "1:\t" FTPAD_PAD_ASM_BYTES(FTPAD_X86_64_SITE_NOP);
 	if (after > 5)
 		s += "\n\t.nops " + std::to_string(after - 5);
 	// Linux's __mcount_loc, exactly as -mrecord-mcount writes it: one

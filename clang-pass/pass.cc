@@ -19,7 +19,7 @@
 // function's COMDAT.
 #include "ftpad-clang.h"
 #include "policy.h"
-#include "../runtime/include/ftpad_site.h"
+#include "../pad/ftpad_site.h"
 
 #include "llvm/ADT/Triple.h"
 #include "llvm/Analysis/TargetTransformInfo.h"

@@ -16,7 +16,7 @@
 // the second.  Unlike GCC at -Os or with max-skip alignment, the literal is
 // always 8-aligned, and each function's record has a section of its own.
 #include "arch.h"
-#include "../runtime/include/ftpad_site.h"
+#include "../pad/ftpad_site.h"
 
 // aarch64_bti_enabled(), from the cross compiler's target headers.
 #include "tm_p.h"

@@ -16,7 +16,7 @@
 // CALL_PADDING (before=N) goes on every function, notrace ones too, since
 // it serves call depth tracking rather than tracing.
 #include "arch.h"
-#include "../runtime/include/ftpad_site.h"
+#include "../pad/x86_64.h"
 
 const ftpad_arch_info &ftpad_arch(ftpad_abi abi)
 {
@@ -84,7 +84,7 @@ void ftpad_arch_emit_nops(FILE *f, unsigned units)
 
 void ftpad_arch_emit_ops_slot(FILE *f)
 {
-	fputs("\t.byte 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00\n", f);
+	fputs("\t" FTPAD_PAD_ASM_BYTES(FTPAD_X86_64_SLOT_NOP) "\n", f);
 }
 
 std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
@@ -92,7 +92,7 @@ std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
 {
 	// Both ABIs: the site is the first thing behind ENDBR.
 	std::string s = std::string(post_label) + ":\n" + site_label +
-			":\n\t.byte 0x0f, 0x1f, 0x44, 0x00, 0x00";
+			":\n\t" FTPAD_PAD_ASM_BYTES(FTPAD_X86_64_SITE_NOP);
 	if (after > 5)
 		s += "\n\t.nops " + std::to_string(after - 5);
 	return s;

@@ -24,7 +24,7 @@
 
 #include "arch.h"
 #include "policy.h"
-#include "../runtime/include/ftpad_site.h"
+#include "../pad/ftpad_site.h"
 
 int plugin_is_GPL_compatible; // the tree is MIT, which is GPL-compatible
 

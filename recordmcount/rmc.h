@@ -12,6 +12,8 @@
  *   arch/<arch>.c one file per architecture, each defining the same names:
  *               its mcount calls and, where ftpad knows its pads, their
  *               instructions (x86.c for x86_64 and i386, arm64.c for aarch64)
+ *   ../pad/     the record format and libftpad's pad definitions, shared
+ *               with the plugins and libftpad: their bytes and check
  */
 #ifndef RMC_H
 #define RMC_H
@@ -20,6 +22,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "pad.h"
 
 #define PROG "recordmcount-ng"
 
@@ -128,8 +132,6 @@ struct rmc_text {
 	bool big_endian;	/* the object's data order */
 };
 
-struct rmc_record;	/* an ftpad record, decoded (sites.h) */
-
 /*
  * Everything recordmcount-ng knows about one machine: its mcount calls, for
  * every mode, and, where the site modes know its pads, their instructions.
@@ -207,12 +209,13 @@ struct rmc_arch {
 	/* ftpad: make the 8 NOP bytes at @p the empty ops slot. */
 	void (*make_slot)(unsigned char *p);
 	/*
-	 * --check: why the pad of record @rec is not what libftpad accepts, or
-	 * NULL.  @text is its section; entry, site and ops are in range, and
-	 * the ops slot, if any, is 8-aligned and ends at the entry.
+	 * --check: whether a record's pad is what libftpad accepts, and why
+	 * not: the machine's pad definition (pad/<arch>.h), which libftpad
+	 * runs too.  NULL for a machine without ftpad records.
 	 */
-	const char *(*check_record)(const struct rmc_record *rec, const unsigned char *text,
-				    size_t size);
+	enum ftpad_pad_verdict (*pad_check)(const struct ftpad_pad_site *rec, const uint8_t *bytes,
+					    size_t size);
+	const char *(*pad_reason)(enum ftpad_pad_verdict v);
 };
 
 /* Whether the site modes know the pads of @arch (which may be NULL). */

@@ -19,14 +19,15 @@ endif()
 
 set(a64_dir ${CMAKE_CURRENT_BINARY_DIR}/aarch64)
 set(a64_sources ${FTPAD_RUNTIME_SOURCES})
-list(FILTER a64_sources EXCLUDE REGEX "^arch/")
+list(FILTER a64_sources EXCLUDE REGEX "^arch/|^${FTPAD_PAD_DIR}/")
 list(APPEND a64_sources arch/aarch64.c arch/trampoline_aarch64.S)
 list(TRANSFORM a64_sources PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
+list(APPEND a64_sources ${FTPAD_PAD_DIR}/aarch64.c)
 # As the host objects: position independent, never padded themselves.
 # Branch protection on, so that a BTI program linked with it keeps BTI.
 set(a64_flags -std=gnu11 -O2 -g -Wall -Wextra -fPIC -fvisibility=hidden
   -fno-instrument-functions -mbranch-protection=standard
-  -I${FTPAD_PUBLIC_INCLUDE} -I${CMAKE_CURRENT_SOURCE_DIR})
+  -I${FTPAD_PUBLIC_INCLUDE} -I${FTPAD_PAD_DIR} -I${CMAKE_CURRENT_SOURCE_DIR})
 
 file(MAKE_DIRECTORY ${a64_dir}/obj)
 set(a64_objects)
@@ -38,6 +39,9 @@ set(a64_static_only ${a64_dir}/obj/early_preinit.c.o)
 foreach(src ${a64_sources} ${CMAKE_CURRENT_SOURCE_DIR}/dlhooks.c
     ${CMAKE_CURRENT_SOURCE_DIR}/starthook.c ${CMAKE_CURRENT_SOURCE_DIR}/early_preinit.c)
   get_filename_component(name ${src} NAME)
+  if(src MATCHES "^${FTPAD_PAD_DIR}/")
+    set(name pad_${name}) # pad/aarch64.c beside arch/aarch64.c
+  endif()
   set(obj ${a64_dir}/obj/${name}.o)
   add_custom_command(OUTPUT ${obj}
     COMMAND ${FTPAD_AARCH64_GCC_PATH} ${a64_flags} -MD -MF ${obj}.d -c ${src} -o ${obj}

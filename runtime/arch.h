@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "pad.h"
 
 /* The enum ftpad_site_arch value records for this machine carry. */
 extern const uint8_t ftpad_arch_id FTPAD_HIDDEN;
@@ -35,6 +36,34 @@ extern const uint64_t ftpad_arch_slot_empty FTPAD_HIDDEN;
  */
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why) FTPAD_HIDDEN;
+
+/*
+ * For ftpad_arch_site_init(): run the architecture's pad check @check
+ * (pad/<arch>.c) on the record's pad as it is in memory, the bytes from
+ * the ops slot (or the entry), rounded down to 8, to the end of the site.
+ * Returns its verdict; unless FTPAD_PAD_OK or FTPAD_PAD_PREPARED, *why
+ * gets @reason's words for it.
+ */
+static inline enum ftpad_pad_verdict
+ftpad_arch_pad_verdict(const struct ftpad_site_record *rec, const struct ftpad_site *site,
+		       enum ftpad_pad_verdict (*check)(const struct ftpad_pad_site *,
+						       const uint8_t *, size_t),
+		       const char *(*reason)(enum ftpad_pad_verdict), const char **why)
+{
+	uintptr_t slot = ftpad_site_slot(site), addr = ftpad_site_addr(site);
+	uintptr_t base = (slot ? slot : site->entry) & ~(uintptr_t)7;
+	const struct ftpad_pad_site pad = {
+		.entry = site->entry - base, .site = addr - base,
+		.ops = slot ? slot - base : 0, .has_ops = slot != 0,
+		.site_len = rec->site_len, .flags = rec->flags,
+	};
+	enum ftpad_pad_verdict v = check(&pad, (const uint8_t *)base,
+					 addr + ftpad_arch_site_len - base);
+
+	if (v != FTPAD_PAD_OK && v != FTPAD_PAD_PREPARED)
+		*why = reason(v);
+	return v;
+}
 
 /*
  * The enabled site instruction: a call to the stub for site->kind in the

@@ -18,7 +18,7 @@ FTPAD_BIN = BUILD / "bin" / "ftpad"
 RECORDMCOUNT = BUILD / "recordmcount" / "recordmcount-ng"
 INCLUDE = ROOT / "runtime" / "include"
 
-# struct ftpad_site_record (runtime/include/ftpad_site.h)
+# struct ftpad_site_record (pad/ftpad_site.h)
 RECORD = struct.Struct("<iiiiBBBBBBH")
 assert RECORD.size == 24
 SITE_VERSION = 1

@@ -21,9 +21,10 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 import ftpadtest
-from ftpadtest import A64_PLUGIN, INCLUDE, PLUGIN, ROOT, run
+from ftpadtest import A64_PLUGIN, PLUGIN, ROOT, run
 
 SOURCES = ROOT / "recordmcount"
+PAD = ROOT / "pad"
 TRACED = ROOT / "tests" / "src" / "recordmcount" / "ftpad_traced.c"
 FUNCS = ROOT / "tests" / "src" / "recordmcount" / "funcs.c"
 A64_CC = "aarch64-linux-gnu-gcc-12"
@@ -41,8 +42,9 @@ def fuzzer(tmp_path_factory):
     out = tmp_path_factory.mktemp("fuzz") / "fuzz_elf"
     sources = [p for p in sorted(SOURCES.glob("**/*.c"))
                if p.name != "main.c" and p.parent.name != "fuzz"]
+    sources += sorted(PAD.glob("*.c"))  # the pad definitions --check applies
     run(["clang-14", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
-         "-fno-sanitize-recover=undefined", f"-I{INCLUDE}", SOURCES / "fuzz" / "fuzz_elf.c",
+         "-fno-sanitize-recover=undefined", f"-I{PAD}", SOURCES / "fuzz" / "fuzz_elf.c",
          *sources, "-lelf", "-o", out])
     return out
 

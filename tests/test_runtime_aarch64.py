@@ -497,7 +497,7 @@ def test_without_the_fix_up_it_crashes(rt_pads, tmp_path):
     # "../arch.h" is found through -I runtime/arch.
     run([CC, "-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-mbranch-protection=standard",
          f"-I{INCLUDE}", f"-I{ftpadtest.ROOT / 'runtime' / 'arch'}",
-         f"-I{ftpadtest.ROOT / 'runtime'}", "-c", copy, "-o", nofix])
+         f"-I{ftpadtest.ROOT / 'pad'}", f"-I{ftpadtest.ROOT / 'runtime'}", "-c", copy, "-o", nofix])
     exe = tmp_path / "rt_pads_nofix"
     run([CC, "-O2", "-g", f"-I{INCLUDE}", "-pthread", RT_PADS, PADS, nofix, "-static",
          LIBDIR / "libftpad.a", "-o", exe])

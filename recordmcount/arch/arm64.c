@@ -18,17 +18,13 @@
 #include <string.h>
 
 #include "../sites.h"
+#include "aarch64.h"
 
-#define INSN_NOP 0xd503201fu
-#define INSN_BTI_C 0xd503245fu
-#define INSN_MOV_X9_X30 0xaa1e03e9u
+/* libftpad's pad, from its one definition (pad/aarch64.h). */
+#define INSN_NOP FTPAD_AARCH64_NOP
+#define INSN_BTI_C FTPAD_AARCH64_BTI_C
 #define INSN_BL_MASK 0xfc000000u
 #define INSN_BL 0x94000000u
-
-static uint32_t insn(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static void put_insn(unsigned char *p, uint32_t v)
 {
@@ -37,13 +33,13 @@ static void put_insn(unsigned char *p, uint32_t v)
 
 static size_t nop_len(const unsigned char *p, size_t size)
 {
-	return size >= 4 && insn(p) == INSN_NOP ? 4 : 0;
+	return size >= 4 && ftpad_aarch64_insn(p) == INSN_NOP ? 4 : 0;
 }
 
 static size_t landing_pad(const unsigned char *p, size_t size, uint16_t *flag)
 {
 	*flag = FTPAD_SITE_BTI;
-	return size >= 4 && insn(p) == INSN_BTI_C ? 4 : 0;
+	return size >= 4 && ftpad_aarch64_insn(p) == INSN_BTI_C ? 4 : 0;
 }
 
 /* `bl _mcount`: R_AARCH64_CALL26 on the BL itself. */
@@ -51,7 +47,7 @@ static bool call_insn(const unsigned char *text, size_t size, const struct rmc_r
 		      uint64_t *start, uint64_t *len)
 {
 	if (r->offset % 4 || r->offset + 4 > size ||
-	    (insn(text + r->offset) & INSN_BL_MASK) != INSN_BL)
+	    (ftpad_aarch64_insn(text + r->offset) & INSN_BL_MASK) != INSN_BL)
 		return false;
 	*start = r->offset;
 	*len = 4;
@@ -81,37 +77,6 @@ static uint64_t make_site(unsigned char *p, size_t len, bool *changed)
 static void make_slot(unsigned char *p)
 {
 	fill(p, 8);
-}
-
-/* What runtime/arch/aarch64.c (ftpad_arch_site_init) accepts. */
-static const char *check_record(const struct rmc_record *rec, const unsigned char *text,
-				size_t size)
-{
-	uint64_t mov = rec->entry;
-
-	(void)size;	/* the caller checked that entry, site and ops lie inside */
-	if (rec->site_len != 4)
-		return "site_len is not 4";
-	if (rec->flags & FTPAD_SITE_ENDBR)
-		return "flags has ENDBR on aarch64";
-	if (rec->entry % 4 || rec->site % 4)
-		return "the entry or the site is not 4-aligned";
-	if (rec->flags & FTPAD_SITE_BTI) {
-		if (insn(text + rec->entry) != INSN_BTI_C)
-			return "flags has BTI but the entry is not bti c";
-		mov += 4;
-	}
-	if (rec->site != mov + 4)
-		return "the site is not the second instruction after the entry (or its bti c)";
-	if (rec->flags & FTPAD_SITE_MOV_X9 && insn(text + mov) != INSN_MOV_X9_X30)
-		return "flags has MOV_X9 but mov x9, x30 does not precede the site";
-	if (!(rec->flags & FTPAD_SITE_MOV_X9) && insn(text + mov) != INSN_NOP)
-		return "without MOV_X9 a NOP must precede the site, for libftpad's mov x9, x30";
-	if (insn(text + rec->site) != INSN_NOP)
-		return "the site is not a NOP";
-	if (rec->has_ops && (insn(text + rec->ops) != INSN_NOP || insn(text + rec->ops + 4) != INSN_NOP))
-		return "the ops slot is not two NOPs";
-	return NULL;
 }
 
 /* ---- mcount ---- */
@@ -154,5 +119,6 @@ const struct rmc_arch rmc_arch_aarch64 = {
 	.fill = fill,
 	.make_site = make_site,
 	.make_slot = make_slot,
-	.check_record = check_record,
+	.pad_check = ftpad_aarch64_pad_check,
+	.pad_reason = ftpad_aarch64_pad_reason,
 };

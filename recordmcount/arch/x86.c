@@ -19,14 +19,15 @@
 #include <string.h>
 
 #include "../sites.h"
+#include "x86_64.h"
 
-static const unsigned char nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };	/* nopl 0(%rax,%rax,1) */
+/* libftpad's pad, from its one definition (pad/x86_64.h). */
+static const unsigned char nop5[5] = { FTPAD_X86_64_SITE_NOP };
+static const unsigned char nop5_llvm[5] = { FTPAD_X86_64_SITE_NOP_LLVM };
+static const unsigned char slot_nop8[8] = { FTPAD_X86_64_SLOT_NOP };
+static const unsigned char endbr64[4] = { FTPAD_X86_64_ENDBR64 };
 /* Linux's i386 5-byte NOP (recordmcount, ftrace): ds lea 0(%esi),%esi. */
 static const unsigned char nop5_i386[5] = { 0x3e, 0x8d, 0x74, 0x26, 0x00 };
-/* LLVM's 5-byte NOP, nopl 8(%rax,%rax,1): what clang's patchable entry emits. */
-static const unsigned char nop5_llvm[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x08 };
-static const unsigned char slot_nop8[8] = { 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0 };
-static const unsigned char endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
 static const unsigned char endbr32[4] = { 0xf3, 0x0f, 0x1e, 0xfb };
 
 /* The NOPs of GNU as and the Intel manual, by length, for filling. */
@@ -35,10 +36,10 @@ static const unsigned char fill_nops[8][8] = {
 	{ 0x66, 0x90 },
 	{ 0x0f, 0x1f, 0x00 },
 	{ 0x0f, 0x1f, 0x40, 0x00 },
-	{ 0x0f, 0x1f, 0x44, 0x00, 0x00 },
-	{ 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00 },
+	{ FTPAD_X86_64_SITE_NOP },
+	{ 0x66, FTPAD_X86_64_SITE_NOP },
 	{ 0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00 },
-	{ 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00 },
+	{ FTPAD_X86_64_SLOT_NOP },
 };
 
 /* Bytes of a ModRM operand (ModRM, SIB, displacement), or 0 if truncated. */
@@ -170,31 +171,6 @@ static void make_slot(unsigned char *p)
 	memcpy(p, slot_nop8, 8);
 }
 
-/* What runtime/arch/x86_64.c (ftpad_arch_site_init) accepts. */
-static const char *check_record(const struct rmc_record *rec, const unsigned char *text,
-				size_t size)
-{
-	uint64_t expect = rec->entry;
-
-	(void)size;	/* the caller checked that entry, site and ops lie inside */
-	if (rec->site_len != 5)
-		return "site_len is not 5";
-	if (rec->flags & FTPAD_SITE_BTI)
-		return "flags has BTI on x86_64";
-	if (rec->flags & FTPAD_SITE_ENDBR) {
-		if (memcmp(text + rec->entry, endbr64, 4) != 0)
-			return "flags has ENDBR but the entry is not endbr64";
-		expect += 4;
-	}
-	if (rec->site != expect)
-		return "the site does not follow the entry (or its endbr64)";
-	if (!is_site_nop(text + rec->site))
-		return "the site is not the 5-byte NOP 0f 1f 44 00 00 (or 0f 1f 44 00 08)";
-	if (rec->has_ops && memcmp(text + rec->ops, slot_nop8, 8) != 0)
-		return "the ops slot is not the 8-byte NOP 0f 1f 84 00 00 00 00 00";
-	return NULL;
-}
-
 /* ---- mcount ---- */
 
 /*
@@ -244,7 +220,8 @@ const struct rmc_arch rmc_arch_x86_64 = {
 	.make_site = make_site,
 	.disable_call = disable_call,
 	.make_slot = make_slot,
-	.check_record = check_record,
+	.pad_check = ftpad_x86_64_pad_check,
+	.pad_reason = ftpad_x86_64_pad_reason,
 };
 
 /* i386: ftpad records exist for x86_64 and aarch64 only; --list and --check know its pads. */

@@ -7,8 +7,8 @@
  * tests/test_recordmcount_fuzz.py:
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined \
- *     -I runtime/include recordmcount/fuzz/fuzz_elf.c \
- *     $(recordmcount sources but main.c) -lelf -o fuzz_elf
+ *     -I pad recordmcount/fuzz/fuzz_elf.c \
+ *     $(recordmcount sources but main.c) pad/*.c -lelf -o fuzz_elf
  *   ./fuzz_elf -max_total_time=30 corpus/
  *
  * The tool's own messages go to /dev/null; the sanitizers' reports still

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "../arch.h"
+#include "aarch64.h"
 #include "../quiesce.h"
 
 _Static_assert(offsetof(struct ftpad_regs, pt.sp) == 248, "trampoline_aarch64.S R_SP");
@@ -54,9 +55,9 @@ enum {
 	KIND_COUNT = 8,
 };
 
-#define INSN_NOP 0xd503201fu
-#define INSN_BTI_C 0xd503245fu
-#define INSN_MOV_X9_X30 0xaa1e03e9u /* orr x9, xzr, x30 */
+/* The pad's instructions and its check are pad/aarch64.{h,c}. */
+#define INSN_NOP FTPAD_AARCH64_NOP
+#define INSN_MOV_X9_X30 FTPAD_AARCH64_MOV_X9_X30
 #define INSN_BL 0x94000000u
 #define INSN_LDR_X17_LIT 0x58000011u /* ldr x17, <imm19 * 4 from here> */
 #define INSN_MOVZ_X16 0xd2800010u    /* movz x16, #<imm16> */
@@ -92,69 +93,19 @@ static void put_insn(uint8_t *buf, uint32_t insn)
 	memcpy(buf, &insn, sizeof(insn));
 }
 
-/* The instruction before the site: the compiler's MOV, or a NOP for the
- * runtime to write it into. */
-static int check_mov(const struct ftpad_site_record *rec, struct ftpad_site *site, uintptr_t mov,
-		     const char **why)
-{
-	uint32_t insn = insn_at(mov);
-
-	if (rec->flags & FTPAD_SITE_MOV_X9) {
-		if (insn != INSN_MOV_X9_X30) {
-			*why = "flags has MOV_X9 but mov x9, x30 does not precede the site";
-			return -EINVAL;
-		}
-		return 0;
-	}
-	/* The kernel layout, NOP NOP: the MOV is ours to write (or was). */
-	if (insn != INSN_NOP && insn != INSN_MOV_X9_X30) {
-		*why = "no MOV_X9 in flags, and the site does not follow a NOP";
-		return -EINVAL;
-	}
-	site->state |= FTPAD_S_PREP | (insn == INSN_MOV_X9_X30 ? FTPAD_S_PREPARED : 0);
-	return 0;
-}
-
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why)
 {
-	uintptr_t addr = ftpad_site_addr(site), slot = ftpad_site_slot(site), mov = site->entry;
+	enum ftpad_pad_verdict v = ftpad_arch_pad_verdict(rec, site, ftpad_aarch64_pad_check,
+							  ftpad_aarch64_pad_reason, why);
 
-	if (rec->site_len != 4) {
-		*why = "site_len is not 4";
+	if (v != FTPAD_PAD_OK && v != FTPAD_PAD_PREPARED)
 		return -EINVAL;
-	}
-	site->kind = 0;
-	if (rec->flags & FTPAD_SITE_BTI) {
-		if (insn_at(site->entry) != INSN_BTI_C) {
-			*why = "no bti c at the entry";
-			return -EINVAL;
-		}
-		mov += 4;
-		site->kind |= KIND_BTI;
-	}
-	/* The trampoline derives ip from the return address: it must be exact. */
-	if (addr != mov + 4) {
-		*why = "the site is not the second instruction after the entry (or its bti c)";
-		return -EINVAL;
-	}
-	if (check_mov(rec, site, mov, why))
-		return -EINVAL;
-	if (insn_at(addr) != INSN_NOP) {
-		*why = "the site is not a NOP";
-		return -EINVAL;
-	}
-	if (slot) {
-		if (slot % 8) {
-			*why = "the ops slot is not 8-aligned";
-			return -EINVAL;
-		}
-		if (*(const uint64_t *)slot != ftpad_arch_slot_empty) {
-			*why = "the ops slot is not two NOPs";
-			return -EINVAL;
-		}
-		site->kind |= KIND_SLOT;
-	}
+	site->kind = (rec->flags & FTPAD_SITE_BTI ? KIND_BTI : 0) |
+		     (site->state & FTPAD_S_SLOT ? KIND_SLOT : 0);
+	/* The kernel layout, NOP NOP: the MOV is ours to write (or was). */
+	if (!(rec->flags & FTPAD_SITE_MOV_X9))
+		site->state |= FTPAD_S_PREP | (v == FTPAD_PAD_PREPARED ? FTPAD_S_PREPARED : 0);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <cpuid.h>
 
 #include "../arch.h"
+#include "x86_64.h"
 #include "../quiesce.h"
 
 _Static_assert(offsetof(struct ftpad_regs, pt.rdi) == 112, "trampoline_x86_64.S R_RDI");
@@ -48,12 +49,9 @@ enum {
 #define STUB_SIZE 16
 #define STUB_LITERALS (KIND_COUNT * STUB_SIZE)
 
-static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
-/* LLVM's 5-byte NOP, nopl 8(%rax,%rax,1): clang's patchable-function-entry
- * emits it and the clang pass has no way to choose another encoding
- * (docs/clang-pass.md).  Disabling a site writes nop5 back. */
-static const uint8_t nop5_llvm[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x08 };
-static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+/* The pad's instructions and its check are pad/x86_64.{h,c}. */
+static const uint8_t nop5[5] = { FTPAD_X86_64_SITE_NOP };
+static const uint8_t endbr64[4] = { FTPAD_X86_64_ENDBR64 };
 
 const uint8_t ftpad_arch_id = FTPAD_ARCH_X86_64;
 /* rel32 counts from the end of the call; keep a page of margin. */
@@ -82,43 +80,11 @@ void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why)
 {
-	uintptr_t addr = ftpad_site_addr(site), slot = ftpad_site_slot(site);
-	uintptr_t expect = site->entry;
-
-	if (rec->site_len != sizeof(nop5)) {
-		*why = "site_len is not 5";
+	if (ftpad_arch_pad_verdict(rec, site, ftpad_x86_64_pad_check, ftpad_x86_64_pad_reason,
+				   why) != FTPAD_PAD_OK)
 		return -EINVAL;
-	}
-	site->kind = 0;
-	if (rec->flags & FTPAD_SITE_ENDBR) {
-		if (memcmp((void *)site->entry, endbr64, sizeof(endbr64))) {
-			*why = "no endbr64 at the entry";
-			return -EINVAL;
-		}
-		expect += sizeof(endbr64);
-		site->kind |= KIND_ENDBR;
-	}
-	/* The trampoline derives ip from the return address: it must be exact. */
-	if (addr != expect) {
-		*why = "the site does not follow the entry (or its endbr64)";
-		return -EINVAL;
-	}
-	if (memcmp((void *)addr, nop5, sizeof(nop5)) &&
-	    memcmp((void *)addr, nop5_llvm, sizeof(nop5_llvm))) {
-		*why = "the site is not the 5-byte NOP 0f 1f 44 00 00";
-		return -EINVAL;
-	}
-	if (slot) {
-		if (slot % 8) {
-			*why = "the ops slot is not 8-aligned";
-			return -EINVAL;
-		}
-		if (*(const uint64_t *)slot != ftpad_arch_slot_empty) {
-			*why = "the ops slot is not the 8-byte NOP";
-			return -EINVAL;
-		}
-		site->kind |= KIND_SLOT;
-	}
+	site->kind = (rec->flags & FTPAD_SITE_ENDBR ? KIND_ENDBR : 0) |
+		     (site->state & FTPAD_S_SLOT ? KIND_SLOT : 0);
 	return 0;
 }
 

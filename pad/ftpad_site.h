@@ -4,7 +4,10 @@
  *
  * Every producer (the GCC plugin, the clang pass, recordmcount-ng) writes
  * these records and the runtime reads them.  docs/format.md describes the
- * same format in prose; keep the two in step.
+ * same format in prose; keep the two in step.  It lives in pad/ beside each
+ * architecture's pad definition (pad/<arch>.h: the bytes a record's pad
+ * holds and the check whether libftpad can patch it) and installs as
+ * <ftpad_site.h>.
  *
  * One record per patchable site, in the section FTPAD_SITES_SECTION.  Each
  * producer emits the records of one function in a section of their own,
