@@ -28,7 +28,8 @@ def objects(tmp_path, arch, cc):
     sources = sorted(RUNTIME.glob("*.c")) + [RUNTIME / "arch" / f"{arch}.c"]
     for src in sources:
         run([cc, "-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", f"-I{RUNTIME}",
-             f"-I{RUNTIME / 'include'}", "-c", src, "-o", out / (src.stem + ".o")])
+             f"-I{RUNTIME / 'include'}", f"-I{RUNTIME.parent / 'pad'}", "-c", src,
+             "-o", out / (src.stem + ".o")])
     return sorted(out.glob("*.o"))
 
 
