@@ -55,17 +55,9 @@ bool needs_own_bti(void)
 
 } // namespace
 
-const ftpad_arch_info &ftpad_arch(ftpad_abi abi)
+const ftpad_arch_layout &ftpad_arch_target(void)
 {
-	static const ftpad_arch_info user = {
-		"aarch64", FTPAD_ARCH_AARCH64, 4, 4, 2, 0, 2,
-		true, true, true, true, false, FTPAD_RECORD_FTPAD, FTPAD_SITE_MOV_X9,
-	};
-	static const ftpad_arch_info kernel = {
-		"aarch64", FTPAD_ARCH_AARCH64, 4, 4, 2, 0, 2,
-		true, true, true, false, false, FTPAD_RECORD_PATCHABLE, FTPAD_SITE_KERNEL,
-	};
-	return abi == FTPAD_ABI_KERNEL ? kernel : user;
+	return ftpad_layout_aarch64; // plugin-core/layout.c
 }
 
 unsigned ftpad_arch_landing_pad_flag(rtx_insn *insn)

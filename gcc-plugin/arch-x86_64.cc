@@ -18,17 +18,9 @@
 #include "arch.h"
 #include "../pad/x86_64.h"
 
-const ftpad_arch_info &ftpad_arch(ftpad_abi abi)
+const ftpad_arch_layout &ftpad_arch_target(void)
 {
-	static const ftpad_arch_info user = {
-		"x86_64", FTPAD_ARCH_X86_64, 1, 5, 5, 0, 5,
-		true, true, true, true, false, FTPAD_RECORD_FTPAD, 0,
-	};
-	static const ftpad_arch_info kernel = {
-		"x86_64", FTPAD_ARCH_X86_64, 1, 5, 5, 0, 5,
-		false, false, false, false, true, FTPAD_RECORD_MCOUNT, FTPAD_SITE_KERNEL,
-	};
-	return abi == FTPAD_ABI_KERNEL ? kernel : user;
+	return ftpad_layout_x86_64; // plugin-core/layout.c
 }
 
 unsigned ftpad_arch_landing_pad_flag(rtx_insn *insn)

@@ -9,37 +9,10 @@
 #include <string>
 
 #include "gcc-common.h"
+#include "core.h"
 
-// The two ABIs of DESIGN.md: ftpad's own user layout, and exactly what
-// Linux expects from its compiler flags.
-enum ftpad_abi { FTPAD_ABI_USER, FTPAD_ABI_KERNEL };
-
-// Where a site's address is recorded.
-enum ftpad_record_kind {
-	FTPAD_RECORD_FTPAD,     // __ftpad_sites (docs/format.md)
-	FTPAD_RECORD_MCOUNT,    // __mcount_loc, as -mrecord-mcount
-	FTPAD_RECORD_PATCHABLE, // __patchable_function_entries, per function
-};
-
-// Fixed facts about the target's layout in one ABI.
-struct ftpad_arch_info {
-	const char *name;        // "x86_64"
-	unsigned record_arch;    // enum ftpad_site_arch
-	unsigned unit_bytes;     // one NOP unit: 1 on x86_64, 4 on aarch64
-	unsigned site_bytes;     // the patchable instruction
-	unsigned min_after;      // fewest units after the entry that hold a site
-	unsigned default_before; // NOP units before the ops slot
-	unsigned default_after;  // NOP units after the entry
-	bool default_ops;        // an ops slot unless ops=0
-	bool ops_allowed;        // the ABI has a place for an ops slot at all
-	bool own_alignment;      // align the entry ourselves (else GCC's stays)
-	bool align_without_ops;  // ... even when there is no ops slot
-	bool before_everywhere;  // `before` pads every function, as CALL_PADDING
-	ftpad_record_kind default_record;
-	unsigned layout_flags;   // record flags every site of this layout has
-};
-
-const ftpad_arch_info &ftpad_arch(ftpad_abi abi);
+// The target's layout facts in each ABI (plugin-core/layout.c).
+const ftpad_arch_layout &ftpad_arch_target(void);
 
 // A reason the compiler's options cannot go with the plugin's sites, or
 // NULL.  Asked once the options are final, at the first function.

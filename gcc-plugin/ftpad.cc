@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "arch.h"
 #include "policy.h"
@@ -32,21 +33,13 @@ namespace {
 
 const char *const plugin_name = "ftpad";
 
-// The user's arguments, after validation.
-struct ftpad_options {
-	ftpad_abi abi;
-	ftpad_record_kind record;
-	unsigned before;
-	unsigned after;
-	bool ops;
-	bool unsafe_ipa_ra; // testing only: see docs/gcc-plugin.md
-};
-
+// The user's arguments, after validation (plugin-core/options.c).
 ftpad_options options;
 
-const ftpad_arch_info &target(void)
+// The target's layout in the ABI the user chose.
+const ftpad_abi_layout &target(void)
 {
-	return ftpad_arch(options.abi);
+	return *ftpad_options_abi(&options);
 }
 
 // What ftpad_decide chose for the function being compiled.  GCC compiles
@@ -95,15 +88,15 @@ bool needs_pre_entry_hook(void)
 bool decide(function *fn)
 {
 	current = ftpad_decision();
-	if (target().before_everywhere && options.before &&
+	if (target().before_everywhere && options.layout.before &&
 	    !lookup_attribute("patchable_function_entry", DECL_ATTRIBUTES(fn->decl))) {
 		// CALL_PADDING, exactly -fpatchable-function-entry=N,N: GCC's
 		// own hook pads every function before its entry.
-		crtl->patch_area_size = options.before;
-		crtl->patch_area_entry = options.before;
+		crtl->patch_area_size = options.layout.before;
+		crtl->patch_area_entry = options.layout.before;
 	}
-	ftpad_layout layout = ftpad_policy_decide(fn, ftpad_layout{true, options.before, options.after});
-	if (!layout.pad)
+	ftpad_layout layout;
+	if (!ftpad_policy_decide(fn, &layout))
 		return false;
 	// Once per file, at the first pad: the options are final by now.
 	static bool options_checked;
@@ -215,11 +208,11 @@ void push_function_section(FILE *f, const char *section, const char *flags,
 
 void emit_ftpad_record(FILE *f, tree decl, const char *fn_name)
 {
-	const ftpad_arch_info &arch = target();
+	const ftpad_arch_layout &arch = *options.arch;
 	unsigned id = current.id;
 	tree group = DECL_COMDAT_GROUP(decl);
 	unsigned flags = current.landing_flag | ftpad_arch_own_landing_pad_flag() |
-			 arch.layout_flags;
+			 target().layout_flags | target().mov_flag;
 
 	push_function_section(f, FTPAD_SITES_SECTION, "ao", fn_name, group, id);
 	fprintf(f, "\t.balign %d\n", FTPAD_SITE_ALIGN);
@@ -271,11 +264,9 @@ void emit_patchable_record(FILE *f, tree decl, const char *fn_name)
 // flags do.
 void emit_pre_entry(FILE *f)
 {
-	const ftpad_arch_info &arch = target();
-
-	if (arch.own_alignment && (options.ops || arch.align_without_ops)) {
+	if (target().own_alignment && (options.ops || target().align_without_ops)) {
 		unsigned align = ftpad_arch_entry_align(current.landing_flag);
-		unsigned pre = current.before * arch.unit_bytes + (options.ops ? 8 : 0);
+		unsigned pre = current.before * options.arch->unit_bytes + (options.ops ? 8 : 0);
 		fprintf(f, "\t.balign %u\n", align);
 		ftpad_arch_emit_filler(f, (align - pre % align) % align);
 	}
@@ -325,25 +316,6 @@ void print_patchable_function_entry(FILE *f, unsigned HOST_WIDE_INT size, bool r
 
 } // namespace
 
-const ftpad_arch_info &ftpad_target(void)
-{
-	return target();
-}
-
-bool ftpad_parse_count(const char *key, const char *value, unsigned lo, unsigned hi, unsigned *out)
-{
-	char *end;
-	errno = 0;
-	long v = value ? strtol(value, &end, 10) : 0;
-	if (!value || !*value || *end || errno || v < (long)lo || v > (long)hi) {
-		error("%s: bad argument %<-fplugin-arg-%s-%s=%s%>: expected an integer from %u to %u",
-		      plugin_name, plugin_name, key, value ? value : "", lo, hi);
-		return false;
-	}
-	*out = (unsigned)v;
-	return true;
-}
-
 namespace {
 
 // C++ this-adjusting thunks that the target writes as assembly (x86 and
@@ -363,87 +335,37 @@ void output_mi_thunk(FILE *f, tree thunk, HOST_WIDE_INT delta, HOST_WIDE_INT vca
 	current = ftpad_decision();
 }
 
-// Match VALUE against NAMES (NULL-terminated); an error names the argument.
-bool parse_choice(const char *key, const char *value, const char *const *names, unsigned *out)
+// The compiler's diagnostics for the core's argument errors.
+void bad_argument(void *, const char *flag, const char *why)
 {
-	for (unsigned i = 0; value && names[i]; i++)
-		if (!strcmp(value, names[i])) {
-			*out = i;
-			return true;
-		}
-	std::string all;
-	for (unsigned i = 0; names[i]; i++)
-		all += std::string(i ? "|" : "") + names[i];
-	error("%s: bad argument %<-fplugin-arg-%s-%s=%s%>: expected %s", plugin_name,
-	      plugin_name, key, value ? value : "", all.c_str());
-	return false;
+	error("%s: bad argument %<%s%>: %s", plugin_name, flag, why);
 }
 
-const char *const abi_names[] = {"user", "kernel", NULL};
-const char *const record_names[] = {"ftpad", "mcount", "patchable", NULL};
-
-// The ABI first: it decides the other arguments' defaults and limits.
-bool parse_abi(struct plugin_name_args *info)
+void unknown_argument(void *, const char *flag)
 {
-	unsigned abi = FTPAD_ABI_USER;
-	for (int i = 0; i < info->argc; i++)
-		if (!strcmp(info->argv[i].key, "abi") &&
-		    !parse_choice("abi", info->argv[i].value, abi_names, &abi))
-			return false;
-	options.abi = (ftpad_abi)abi;
-	return true;
+	error("%s: unknown argument %<%s%>", plugin_name, flag);
 }
 
+void argument_error(void *, const char *message)
+{
+	error("%s: %s", plugin_name, message);
+}
+
+// Every argument, checked by the core: -fplugin-arg-ftpad-KEY[=VALUE].
 bool parse_arguments(struct plugin_name_args *info)
 {
-	if (!parse_abi(info))
-		return false;
-	const ftpad_arch_info &arch = target();
-	bool ok = true;
-	unsigned flag;
-
-	options.record = arch.default_record;
-	options.before = arch.default_before;
-	options.after = arch.default_after;
-	options.ops = arch.default_ops;
+	static const ftpad_diag diag = {NULL, bad_argument, unknown_argument, argument_error, NULL};
+	std::vector<ftpad_arg> args(info->argc);
+	std::vector<std::string> flags(info->argc);
 	for (int i = 0; i < info->argc; i++) {
-		const char *key = info->argv[i].key;
-		const char *value = info->argv[i].value;
-		if (!strcmp(key, "abi")) {
-			continue;
-		} else if (!strcmp(key, "record")) {
-			if (parse_choice(key, value, record_names, &flag))
-				options.record = (ftpad_record_kind)flag;
-			else
-				ok = false;
-		} else if (!strcmp(key, "before")) {
-			ok &= ftpad_parse_count(key, value, 0, 255, &options.before);
-		} else if (!strcmp(key, "after")) {
-			ok &= ftpad_parse_count(key, value, arch.min_after, 255, &options.after);
-		} else if (!strcmp(key, "ops")) {
-			if (!ftpad_parse_count(key, value, 0, 1, &flag)) {
-				ok = false;
-			} else if (flag && !arch.ops_allowed) {
-				error("%s: bad argument %<-fplugin-arg-%s-ops=1%>: the %s kernel "
-				      "layout has no ops slot", plugin_name, plugin_name, arch.name);
-				ok = false;
-			} else {
-				options.ops = flag;
-			}
-		} else if (!strcmp(key, "unsafe-ipa-ra")) {
-			if (ftpad_parse_count(key, value, 0, 1, &flag))
-				options.unsafe_ipa_ra = flag;
-			else
-				ok = false;
-		} else if (ftpad_policy_is_argument(key)) {
-			ok &= ftpad_policy_argument(key, value);
-		} else {
-			error("%s: unknown argument %<-fplugin-arg-%s-%s%>", plugin_name,
-			      plugin_name, key);
-			ok = false;
-		}
+		const plugin_argument &a = info->argv[i];
+		flags[i] = std::string("-fplugin-arg-") + info->base_name + "-" + a.key;
+		if (a.value)
+			flags[i] += std::string("=") + a.value;
+		args[i] = ftpad_arg{a.key, a.value, flags[i].c_str()};
 	}
-	return ok;
+	ftpad_options_init(&options, &ftpad_arch_target());
+	return ftpad_parse_arguments(&options, args.data(), args.size(), &diag);
 }
 
 // With -flto the RTL passes, and so the pads, run in lto1 at link time: a
@@ -526,7 +448,7 @@ int plugin_init(struct plugin_name_args *plugin_info, struct plugin_gcc_version 
 	register_passes(plugin_info->base_name);
 	register_callback(plugin_info->base_name, PLUGIN_START_UNIT, lto_guard_reference, NULL);
 	register_callback(plugin_info->base_name, PLUGIN_FINISH_UNIT, lto_guard_definition, NULL);
-	ftpad_policy_register(plugin_info->base_name);
+	ftpad_policy_register(plugin_info->base_name, &options);
 	gcc_print_patchable_function_entry = targetm.asm_out.print_patchable_function_entry;
 	targetm.asm_out.print_patchable_function_entry = print_patchable_function_entry;
 	gcc_output_mi_thunk = targetm.asm_out.output_mi_thunk;

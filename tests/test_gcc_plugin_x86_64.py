@@ -170,10 +170,10 @@ def test_endbr_where_gcc_puts_it(tmp_path, plugin, source, opt, cf):
     ("before=256", "-fplugin-arg-ftpad-before=256"),
     ("after=256", "-fplugin-arg-ftpad-after=256"),
     ("before=", "-fplugin-arg-ftpad-before="),
-    ("after", "-fplugin-arg-ftpad-after="),
+    ("after", "-fplugin-arg-ftpad-after: expected an integer from 5 to 255"),
     ("ops=yes", "-fplugin-arg-ftpad-ops=yes"),
     ("abi=", "-fplugin-arg-ftpad-abi=: expected user|kernel"),
-    ("record", "-fplugin-arg-ftpad-record=: expected ftpad|mcount|patchable"),
+    ("record", "-fplugin-arg-ftpad-record: expected ftpad|mcount|patchable"),
     ("unsafe-ipa-ra=2", "-fplugin-arg-ftpad-unsafe-ipa-ra=2"),
     ("bogus=1", "unknown argument -fplugin-arg-ftpad-bogus"),
 ])
