@@ -73,7 +73,7 @@ void append_ops_slot(std::string &out)
 // The caller's return address, which the BL at the site overwrites; the
 // trampoline gives it back in x30.  Without mov (the kernel ABI, where Linux
 // writes the MOV at boot) a NOP in its place.
-std::string entry_asm(FtpadAbi abi, unsigned after, bool mcount, bool mov)
+std::string entry_asm(ftpad_abi abi, unsigned after, bool mcount, bool mov)
 {
 	std::string s = abi == FTPAD_ABI_USER && mov ? "mov\tx9, x30" : "nop";
 	s += "\n1:\tnop";
@@ -85,7 +85,7 @@ std::string entry_asm(FtpadAbi abi, unsigned after, bool mcount, bool mov)
 }
 
 // LLVM's NOPs are the same NOPs.
-bool llvm_entry_suffices(FtpadAbi, unsigned)
+bool llvm_entry_suffices(ftpad_abi, unsigned)
 {
 	return true;
 }
@@ -148,14 +148,9 @@ std::string conflict(const Function &F)
 } // namespace
 
 const FtpadArch ftpad_arch_aarch64 = {
-	"aarch64", FTPAD_ARCH_AARCH64, 4, 4, 4,
-	// min_after, default_after, default_ops, ops_allowed, own_alignment,
-	// align_without_ops, before_everywhere, llvm_patchable_entry,
-	// default_record, layout_flags
-	{2, 2, true, true, true, true, false, false, FTPAD_RECORD_FTPAD, 0},
-	{2, 2, true, true, true, false, false, true, FTPAD_RECORD_PATCHABLE, FTPAD_SITE_KERNEL},
+	&ftpad_layout_aarch64,
 	"R_AARCH64_NONE",
 	ipra_clobbers,
 	landing_pad_flag, entry_align, append_filler, append_nops, append_ops_slot,
-	entry_asm, FTPAD_SITE_MOV_X9, llvm_entry_suffices, conflict,
+	entry_asm, llvm_entry_suffices, conflict,
 };

@@ -73,7 +73,7 @@ void append_ops_slot(std::string &out)
 
 // GCC's own 5-byte NOP.  LLVM's is 0f 1f 44 00 08, and for a longer entry
 // LLVM writes one longer NOP: neither is the layout.
-std::string entry_asm(FtpadAbi, unsigned after, bool mcount, bool)
+std::string entry_asm(ftpad_abi, unsigned after, bool mcount, bool)
 {
 	std::string s = "1:\t" FTPAD_PAD_ASM_BYTES(FTPAD_X86_64_SITE_NOP);
 	if (after > 5)
@@ -87,7 +87,7 @@ std::string entry_asm(FtpadAbi, unsigned after, bool mcount, bool)
 
 // "patchable-function-entry"="5" is one 5-byte NOP (0f 1f 44 00 08, which
 // libftpad accepts too); the kernel's checks want GCC's bytes.
-bool llvm_entry_suffices(FtpadAbi abi, unsigned after)
+bool llvm_entry_suffices(ftpad_abi abi, unsigned after)
 {
 	return abi == FTPAD_ABI_USER && after == 5;
 }
@@ -149,14 +149,9 @@ std::string conflict(const Function &F)
 } // namespace
 
 const FtpadArch ftpad_arch_x86_64 = {
-	"x86_64", FTPAD_ARCH_X86_64, 1, 5, 0,
-	// min_after, default_after, default_ops, ops_allowed, own_alignment,
-	// align_without_ops, before_everywhere, llvm_patchable_entry,
-	// default_record, layout_flags
-	{5, 5, true, true, true, true, false, false, FTPAD_RECORD_FTPAD, 0},
-	{5, 5, false, false, false, false, true, false, FTPAD_RECORD_MCOUNT, FTPAD_SITE_KERNEL},
+	&ftpad_layout_x86_64,
 	"R_X86_64_NONE",
 	ipra_clobbers,
 	landing_pad_flag, entry_align, append_filler, append_nops, append_ops_slot,
-	entry_asm, 0, llvm_entry_suffices, conflict,
+	entry_asm, llvm_entry_suffices, conflict,
 };

@@ -29,9 +29,9 @@ namespace {
 
 // Layouts from ftpad attributes, by the function's first declaration;
 // the consumer turns them into names once the whole file is parsed.
-std::map<const Decl *, FtpadLayout> &attributed()
+std::map<const Decl *, ftpad_layout> &attributed()
 {
-	static std::map<const Decl *, FtpadLayout> m;
+	static std::map<const Decl *, ftpad_layout> m;
 	return m;
 }
 
@@ -155,169 +155,14 @@ struct Consumer : ASTConsumer {
 	}
 };
 
-// Parsing one argument's value: "" when it is good, else what was expected.
-std::string parse_count(const std::string &s, unsigned lo, unsigned hi, unsigned &out)
-{
-	char *end;
-	std::string expected = "expected an integer from " + std::to_string(lo) + " to " +
-			       std::to_string(hi);
-	if (s.empty() || s[0] == '-' || s[0] == '+')
-		return expected;
-	errno = 0;
-	unsigned long v = strtoul(s.c_str(), &end, 10);
-	if (*end || errno || v < lo || v > hi)
-		return expected;
-	out = v;
-	return "";
-}
-
-std::string parse_choice(const std::string &s, const std::vector<std::string> &names,
-			 unsigned &out)
-{
-	std::string all;
-	for (unsigned i = 0; i < names.size(); i++) {
-		if (s == names[i]) {
-			out = i;
-			return "";
-		}
-		all += (i ? "|" : "") + names[i];
-	}
-	return "expected " + all;
-}
-
-// Comma-separated globs.  An empty value is an empty list, so that a build
-// can pass `exclude=$(EMPTY)`; an empty item inside ("a,,b") is a typo.
-std::string parse_globs(const std::string &s, std::vector<std::string> &out)
-{
-	out.clear();
-	for (size_t start = 0; !s.empty();) {
-		size_t comma = s.find(',', start);
-		std::string g = s.substr(start, comma == std::string::npos ? comma : comma - start);
-		if (g.empty())
-			return "empty glob";
-		out.push_back(g);
-		if (comma == std::string::npos)
-			break;
-		start = comma + 1;
-	}
-	return "";
-}
-
-// What the arguments are parsed for.
-struct Parsing {
-	FtpadConfig &c;
-	const FtpadArch &arch;
-	std::vector<std::string> policy_errors;
-};
-
-using ValueParser = std::string (*)(const std::string &value, Parsing &p);
-
-std::string parse_record(const std::string &v, Parsing &p)
-{
-	unsigned n;
-	std::string why = parse_choice(v, {"ftpad", "mcount", "patchable"}, n);
-	p.c.record = FtpadRecordKind(n);
-	p.c.record_set = true;
-	return why;
-}
-
-std::string parse_before(const std::string &v, Parsing &p)
-{
-	return parse_count(v, 0, 255, p.c.layout.before);
-}
-
-std::string parse_after(const std::string &v, Parsing &p)
-{
-	p.c.after_set = true;
-	return parse_count(v, ftpad_abi_info(p.arch, p.c.abi).min_after, 255, p.c.layout.after);
-}
-
-std::string parse_ops(const std::string &v, Parsing &p)
-{
-	unsigned n;
-	std::string why = parse_count(v, 0, 1, n);
-	if (why.empty() && n && !ftpad_abi_info(p.arch, p.c.abi).ops_allowed)
-		why = std::string("the ") + p.arch.name + " kernel layout has no ops slot";
-	p.c.ops = n;
-	p.c.ops_set = true;
-	return why;
-}
-
-std::string parse_min_insns(const std::string &v, Parsing &p)
-{
-	return parse_count(v, 0, 65535, p.c.min_insns);
-}
-
-std::string parse_report(const std::string &v, Parsing &p)
-{
-	p.c.report = v;
-	return v.empty() ? "expected =FILE" : "";
-}
-
-std::string parse_policy(const std::string &v, Parsing &p)
-{
-	if (v.empty())
-		return "expected =FILE";
-	// Its lines are reported one by one; the argument itself is fine.
-	ftpad_read_policy(v, p.arch, p.c, p.policy_errors);
-	return "";
-}
-
-std::string parse_unsafe_ipra(const std::string &v, Parsing &p)
-{
-	unsigned n;
-	std::string why = parse_count(v, 0, 1, n);
-	p.c.unsafe_ipra = n;
-	return why;
-}
-
-std::string parse_include(const std::string &v, Parsing &p)
-{
-	return parse_globs(v, p.c.include);
-}
-
-std::string parse_exclude(const std::string &v, Parsing &p)
-{
-	return parse_globs(v, p.c.exclude);
-}
-
-std::string parse_exclude_section(const std::string &v, Parsing &p)
-{
-	return parse_globs(v, p.c.exclude_section);
-}
-
-std::string ignore(const std::string &, Parsing &)
-{
-	return ""; // abi, parsed first
-}
-
-// The GCC plugin's arguments (docs/gcc-plugin.md "Arguments"), in a table.
-const struct {
-	const char *key;
-	ValueParser parse;
-} KEYS[] = {
-	{"abi", ignore},
-	{"record", parse_record},
-	{"before", parse_before},
-	{"after", parse_after},
-	{"ops", parse_ops},
-	{"include", parse_include},
-	{"exclude", parse_exclude},
-	{"exclude-section", parse_exclude_section},
-	{"min-insns", parse_min_insns},
-	{"policy", parse_policy},
-	{"report", parse_report},
-	{"unsafe-ipa-ra", parse_unsafe_ipra},
-};
-
 // One argument as given, cut into KEY and VALUE.  The driver cuts
 // -fplugin-arg-ftpad-clang-before=3 at the first dash after the plugin's
 // name, so it arrives as "clang-before=3"; the GCC plugin's spelling,
 // -fplugin-arg-ftpad-before=3, arrives as "before=3" and means the same.
 struct Arg {
-	std::string given, key, value;
+	std::string flag, key, value;
 	bool has_value;
-	explicit Arg(const std::string &a) : given(a)
+	explicit Arg(const std::string &a) : flag("-fplugin-arg-ftpad-" + a)
 	{
 		std::string s = a.rfind("clang-", 0) == 0 ? a.substr(6) : a;
 		size_t eq = s.find('=');
@@ -325,50 +170,59 @@ struct Arg {
 		key = s.substr(0, eq);
 		value = has_value ? s.substr(eq + 1) : "";
 	}
-	std::string flag() const { return "-fplugin-arg-ftpad-" + given; }
 };
 
-// Every argument is checked, and each bad one named, before clang stops.
+// The core's messages, as clang's diagnostics.
+struct Diagnostics {
+	DiagnosticsEngine &d;
+	FtpadConfig &c;
+	const FtpadArch &arch;
+	std::string problem; // the last after_problem()
+
+	static void bad_argument(void *ctx, const char *flag, const char *why)
+	{
+		error(static_cast<Diagnostics *>(ctx)->d, SourceLocation(),
+		      std::string("bad argument ") + flag + ": " + why);
+	}
+
+	static void unknown_argument(void *ctx, const char *flag)
+	{
+		error(static_cast<Diagnostics *>(ctx)->d, SourceLocation(),
+		      std::string("unknown argument ") + flag + " (docs/clang-pass.md)");
+	}
+
+	static void message(void *ctx, const char *text)
+	{
+		error(static_cast<Diagnostics *>(ctx)->d, SourceLocation(), text);
+	}
+
+	// A policy rule's after=N that needs what this compile lacks.
+	static const char *after_problem(void *ctx, const ftpad_options *, unsigned after)
+	{
+		auto *self = static_cast<Diagnostics *>(ctx);
+		self->problem = ftpad_layout_problem(self->c, self->arch, 0, after);
+		return self->problem.empty() ? nullptr : self->problem.c_str();
+	}
+};
+
+// Every argument is checked by the core, and each bad one named, before
+// clang stops.
 bool parse_args(const std::vector<std::string> &args, FtpadConfig &c, const FtpadArch &arch,
 		DiagnosticsEngine &d)
 {
-	bool ok = true;
-	auto bad = [&](const Arg &a, const std::string &why) {
-		error(d, SourceLocation(), "bad argument " + a.flag() + ": " + why);
-		ok = false;
-	};
+	Diagnostics diagnostics = {d, c, arch, ""};
+	const ftpad_diag diag = {&diagnostics, Diagnostics::bad_argument,
+				 Diagnostics::unknown_argument, Diagnostics::message,
+				 Diagnostics::after_problem};
 	std::vector<Arg> parsed(args.begin(), args.end());
-	// The ABI first: it decides the other arguments' defaults and limits.
-	for (const Arg &a : parsed) {
-		unsigned abi = FTPAD_ABI_USER;
-		if (a.key != "abi")
-			continue;
-		std::string why = parse_choice(a.value, {"user", "kernel"}, abi);
-		if (!why.empty())
-			bad(a, why);
-		c.abi = FtpadAbi(abi);
-	}
-	Parsing p = {c, arch, {}};
-	for (const Arg &a : parsed) {
-		auto k = std::find_if(std::begin(KEYS), std::end(KEYS),
-				      [&](const auto &k) { return a.key == k.key; });
-		if (k == std::end(KEYS)) {
-			error(d, SourceLocation(), "unknown argument " + a.flag() + " (docs/clang-pass.md)");
-			ok = false;
-		} else if (!a.has_value) {
-			bad(a, "expected " + a.key + "=VALUE");
-		} else if (std::string why = k->parse(a.value, p); !why.empty()) {
-			bad(a, why);
-		}
-	}
-	for (const std::string &e : p.policy_errors) {
-		error(d, SourceLocation(), e);
-		ok = false;
-	}
-	if (!ok)
+	std::vector<ftpad_arg> core_args;
+	for (const Arg &a : parsed)
+		core_args.push_back({a.key.c_str(), a.has_value ? a.value.c_str() : nullptr,
+				     a.flag.c_str()});
+	ftpad_options_init(&c.opts, arch.layout);
+	if (!ftpad_parse_arguments(&c.opts, core_args.data(), core_args.size(), &diag))
 		return false;
-	ftpad_config_defaults(c, arch);
-	std::string why = ftpad_layout_problem(c, arch, c.layout.before, c.layout.after);
+	std::string why = ftpad_layout_problem(c, arch, c.opts.layout.before, c.opts.layout.after);
 	if (!why.empty()) {
 		error(d, SourceLocation(), why);
 		return false;

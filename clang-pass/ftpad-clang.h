@@ -14,38 +14,14 @@
 
 #include "arch.h"
 
-// A layout in NOP units, as in the record.
-struct FtpadLayout {
-	unsigned before;
-	unsigned after;
-};
-
-// One line of a policy file: `pad GLOB [before=N] [after=N]` or
-// `exclude GLOB` (docs/gcc-plugin.md "The policy file").
-struct FtpadRule {
-	std::string glob;
-	bool pad;
-	int before = -1; // -1: the global value
-	int after = -1;
-	std::string where; // FILE:LINE, for the report
-};
-
 struct FtpadConfig {
 	bool from_frontend = false; // the arguments below were given (-fplugin=)
-	FtpadAbi abi = FTPAD_ABI_USER;
-	// Unset until the frontend knows the target: then the ABI's defaults.
-	bool record_set = false, after_set = false, ops_set = false;
-	FtpadRecordKind record = FTPAD_RECORD_FTPAD;
-	FtpadLayout layout = {0, 0};
-	bool ops = true;
-	unsigned min_insns = 0;
-	std::string report;
+	// The arguments (plugin-core/options.c); without the frontend, the
+	// target's defaults, set by the pass.
+	ftpad_options opts = {};
 	// -fdebug-prefix-map (and -ffile-prefix-map), from the frontend: the
 	// report's source names go through it as the debug info's do.
 	std::map<std::string, std::string> prefix_map;
-	bool unsafe_ipra = false; // testing only, as the GCC plugin's unsafe-ipa-ra
-	std::vector<std::string> include, exclude, exclude_section;
-	std::vector<FtpadRule> rules; // policy=FILE, in order
 	// False when this compile writes IR for a later code generator (-flto,
 	// -emit-llvm): the plugin's code generator hook (machine.cc) then does
 	// not run, and only layouts LLVM's own attributes give are possible.
@@ -55,13 +31,10 @@ struct FtpadConfig {
 	// or a patchable_function_entry of the user's own, which clang leaves
 	// out of the IR when its count is 0).
 	std::map<std::string, std::string> skip;
-	std::map<std::string, FtpadLayout> attribute;
+	std::map<std::string, ftpad_layout> attribute;
 };
 
 FtpadConfig &ftpad_config();
-
-// The ABI's defaults for whatever the arguments left unset.
-void ftpad_config_defaults(FtpadConfig &c, const FtpadArch &arch);
 
 // Why LAYOUT (of the whole file, or of one function) cannot be given in this
 // compile, or "".  Checks the ranges and whether it needs the code

@@ -21,6 +21,9 @@
 #include "policy.h"
 #include "../pad/ftpad_site.h"
 
+#include <cerrno>
+#include <cstring>
+
 #include "llvm/ADT/Triple.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/IR/Constants.h"
@@ -44,9 +47,9 @@ FtpadConfig &ftpad_config()
 	return config;
 }
 
-const FtpadAbiInfo &ftpad_abi_info(const FtpadArch &arch, FtpadAbi abi)
+const ftpad_abi_layout &ftpad_abi_info(const FtpadArch &arch, ftpad_abi abi)
 {
-	return abi == FTPAD_ABI_KERNEL ? arch.kernel : arch.user;
+	return *ftpad_arch_abi(arch.layout, abi);
 }
 
 const FtpadArch *ftpad_arch_for(const Triple &triple)
@@ -61,24 +64,13 @@ const FtpadArch *ftpad_arch_for(const Triple &triple)
 	}
 }
 
-void ftpad_config_defaults(FtpadConfig &c, const FtpadArch &arch)
-{
-	const FtpadAbiInfo &info = ftpad_abi_info(arch, c.abi);
-	if (!c.record_set)
-		c.record = info.default_record;
-	if (!c.after_set)
-		c.layout.after = info.default_after;
-	if (!c.ops_set)
-		c.ops = info.default_ops;
-}
-
 namespace {
 
 // Is the whole pad LLVM's own -fpatchable-function-entry, its record too
 // (the arm64 kernel ABI with record=patchable)?  Then no hook is needed.
 bool llvm_own_layout(const FtpadConfig &c, const FtpadArch &arch)
 {
-	return ftpad_abi_info(arch, c.abi).llvm_patchable_entry && c.record == FTPAD_RECORD_PATCHABLE;
+	return ftpad_abi_info(arch, c.opts.abi).compiler_patchable_entry && c.opts.record == FTPAD_RECORD_PATCHABLE;
 }
 
 // Does a pad with AFTER units need the code generator hook, with nothing to
@@ -87,7 +79,7 @@ bool needs_hook(const FtpadConfig &c, const FtpadArch &arch, unsigned after)
 {
 	if (llvm_own_layout(c, arch))
 		return false;
-	return c.record == FTPAD_RECORD_MCOUNT || !arch.llvm_entry_suffices(c.abi, after);
+	return c.opts.record == FTPAD_RECORD_MCOUNT || !arch.llvm_entry_suffices(c.opts.abi, after);
 }
 
 } // namespace
@@ -95,14 +87,14 @@ bool needs_hook(const FtpadConfig &c, const FtpadArch &arch, unsigned after)
 std::string ftpad_layout_problem(const FtpadConfig &c, const FtpadArch &arch, unsigned before,
 				 unsigned after)
 {
-	unsigned lo = ftpad_abi_info(arch, c.abi).min_after;
+	unsigned lo = ftpad_abi_info(arch, c.opts.abi).min_after;
 	if (before > 255)
 		return "before must be 0 to 255";
 	if (after < lo || after > 255)
 		return "after must be " + std::to_string(lo) + " to 255";
 	if (!needs_hook(c, arch, after))
 		return "";
-	std::string what = c.record == FTPAD_RECORD_MCOUNT ? "an __mcount_loc record"
+	std::string what = c.opts.record == FTPAD_RECORD_MCOUNT ? "an __mcount_loc record"
 			   : "after=" + std::to_string(after);
 	if (!c.codegen_here)
 		return what + " needs the code generated in this compile, and with -flto (or "
@@ -214,11 +206,11 @@ Constant *local_entry(Function &F)
 
 // What one padded function gets, worked out before anything is changed.
 struct Pad {
-	FtpadLayout layout;
+	ftpad_layout layout;
 	unsigned landing;  // FTPAD_SITE_ENDBR/_BTI at the entry, or 0
 	bool ops;
 	unsigned pre;      // bytes from the start of `before` to the entry
-	unsigned mov;      // arch.mov_flag when the hook writes the MOV, else 0
+	unsigned mov;      // the layout's mov_flag when the hook writes the MOV, else 0
 };
 
 // Will the code generator hook write this compile's code?  Only the frontend
@@ -245,18 +237,18 @@ void add_ftpad_record(Function &F, const FtpadConfig &c, const FtpadArch &arch, 
 	GlobalVariable *rec = private_global(F, type, true, "__ftpad_site", FTPAD_SITES_SECTION);
 	rec->setAlignment(Align(FTPAD_SITE_ALIGN));
 	Constant *entry = local_entry(F);
-	unsigned site = (p.landing ? 4 : 0) + arch.site_offset;
-	unsigned flags = p.landing | p.mov | ftpad_abi_info(arch, c.abi).layout_flags;
+	unsigned site = (p.landing ? 4 : 0) + arch.layout->site_offset;
+	unsigned flags = p.landing | p.mov | ftpad_abi_info(arch, c.opts.abi).layout_flags;
 	Constant *fields[] = {
 		relative(rec, 0, entry, 0),
 		relative(rec, 1, entry, site),
 		p.ops ? relative(rec, 2, entry, -int64_t(OPS_SLOT)) : ConstantInt::get(i32, 0),
 		relative(rec, 3, name, 0),
 		ConstantInt::get(i8, FTPAD_SITE_VERSION),
-		ConstantInt::get(i8, arch.record_arch),
+		ConstantInt::get(i8, arch.layout->record_arch),
 		ConstantInt::get(i8, p.layout.before),
 		ConstantInt::get(i8, p.layout.after),
-		ConstantInt::get(i8, arch.site_bytes),
+		ConstantInt::get(i8, arch.layout->site_bytes),
 		ConstantInt::get(i8, 0),
 		ConstantInt::get(i16, flags),
 	};
@@ -289,7 +281,7 @@ void set_units(Function &F, const char *attr, unsigned units)
 
 // The entry's alignment, forced where the layout needs one of its own, and
 // the filler that makes the part before the entry a whole number of it.
-unsigned align_entry(Function &F, const FtpadAbiInfo &info, const FtpadArch &arch, const Pad &p)
+unsigned align_entry(Function &F, const ftpad_abi_layout &info, const FtpadArch &arch, const Pad &p)
 {
 	if (!info.own_alignment || !(p.ops || info.align_without_ops))
 		return 0;
@@ -305,14 +297,14 @@ unsigned align_entry(Function &F, const FtpadAbiInfo &info, const FtpadArch &arc
 // ABI is LLVM's own -fpatchable-function-entry, its patchable prefix.
 void make_before_entry(Function &F, const FtpadConfig &c, const FtpadArch &arch, const Pad &p)
 {
-	const FtpadAbiInfo &info = ftpad_abi_info(arch, c.abi);
+	const ftpad_abi_layout &info = ftpad_abi_info(arch, c.opts.abi);
 	std::string prefix;
 	arch.append_filler(prefix, align_entry(F, info, arch, p));
 	if (llvm_own_layout(c, arch)) {
 		// Exactly -fpatchable-function-entry=B+2+A,B+2 (=B+A,B without the
 		// ops slot), LLVM's record pointing past the filler.
 		set_units(F, "patchable-function-prefix", p.layout.before + (p.ops ? 2 : 0));
-	} else if (info.before_everywhere && c.record == FTPAD_RECORD_MCOUNT) {
+	} else if (info.before_everywhere && c.opts.record == FTPAD_RECORD_MCOUNT) {
 		// CALL_PADDING as -fpatchable-function-entry=N,N gives it, with
 		// LLVM's own record, as on every other function.
 		set_units(F, "patchable-function-prefix", p.layout.before);
@@ -330,31 +322,31 @@ void make_before_entry(Function &F, const FtpadConfig &c, const FtpadArch &arch,
 void make_after_entry(Function &F, const FtpadConfig &c, const FtpadArch &arch, const Pad &p)
 {
 	if (!llvm_own_layout(c, arch))
-		F.addFnAttr(FTPAD_ENTRY_ASM, arch.entry_asm(c.abi, p.layout.after,
-							    c.record == FTPAD_RECORD_MCOUNT, p.mov));
+		F.addFnAttr(FTPAD_ENTRY_ASM, arch.entry_asm(c.opts.abi, p.layout.after,
+							    c.opts.record == FTPAD_RECORD_MCOUNT, p.mov != 0));
 	if (!needs_hook(c, arch, p.layout.after))
 		set_units(F, "patchable-function-entry", p.layout.after);
 }
 
-void pad(Function &F, const FtpadConfig &c, const FtpadArch &arch, FtpadLayout layout)
+void pad(Function &F, const FtpadConfig &c, const FtpadArch &arch, ftpad_layout layout)
 {
-	bool mov = c.abi == FTPAD_ABI_USER && hook_writes_code(c);
-	Pad p = {layout, arch.landing_pad_flag(F), c.ops,
-		 layout.before * arch.unit_bytes + (c.ops ? OPS_SLOT : 0), mov ? arch.mov_flag : 0};
+	unsigned mov = hook_writes_code(c) ? ftpad_abi_info(arch, c.opts.abi).mov_flag : 0;
+	Pad p = {layout, arch.landing_pad_flag(F), c.opts.ops,
+		 layout.before * arch.layout->unit_bytes + (c.opts.ops ? OPS_SLOT : 0), mov};
 	// -fpatchable-function-entry= on the command line: the plugin's layout
 	// replaces it, except the kernel's CALL_PADDING before the entry.
 	if (ftpad_has_command_line_entry(F, c)) {
 		F.removeFnAttr("patchable-function-entry");
-		if (!ftpad_abi_info(arch, c.abi).before_everywhere || layout.before)
+		if (!ftpad_abi_info(arch, c.opts.abi).before_everywhere || layout.before)
 			F.removeFnAttr("patchable-function-prefix");
 	}
 	make_before_entry(F, c, arch, p);
 	make_after_entry(F, c, arch, p);
-	if (!c.unsafe_ipra && !hook_writes_code(c))
+	if (!c.opts.unsafe_ipa_ra && !hook_writes_code(c))
 		guard_registers(F, arch);
-	if (c.record == FTPAD_RECORD_FTPAD)
+	if (c.opts.record == FTPAD_RECORD_FTPAD)
 		add_ftpad_record(F, c, arch, p);
-	else if (c.record == FTPAD_RECORD_PATCHABLE && !llvm_own_layout(c, arch))
+	else if (c.opts.record == FTPAD_RECORD_PATCHABLE && !llvm_own_layout(c, arch))
 		add_patchable_record(F, p);
 }
 
@@ -367,7 +359,7 @@ void pad_before_everywhere(Function &F, const FtpadConfig &c)
 		      F.hasFnAttribute("patchable-function-prefix")) &&
 		     !ftpad_has_command_line_entry(F, c);
 	if (!users)
-		set_units(F, "patchable-function-prefix", c.layout.before);
+		set_units(F, "patchable-function-prefix", c.opts.layout.before);
 }
 
 // IPRA (-mllvm -enable-ipra) lets a caller keep values in call-clobbered
@@ -386,7 +378,7 @@ void ipra_off()
 
 // Why F may not be padded although the policy says so, or "".
 std::string cannot_pad(const Function &F, const FtpadConfig &c, const FtpadArch &arch,
-		       FtpadLayout layout)
+		       ftpad_layout layout)
 {
 	std::string why = arch.conflict(F);
 	if (why.empty())
@@ -398,7 +390,7 @@ struct FtpadPass : PassInfoMixin<FtpadPass> {
 	PreservedAnalyses run(Module &M, ModuleAnalysisManager &MAM)
 	{
 		FtpadConfig c = ftpad_config();
-		if (!c.unsafe_ipra)
+		if (!c.opts.unsafe_ipa_ra)
 			ipra_off();
 		if (M.getNamedMetadata(DONE))
 			return PreservedAnalyses::all();
@@ -409,23 +401,24 @@ struct FtpadPass : PassInfoMixin<FtpadPass> {
 						 M.getTargetTriple() + " (x86_64 and aarch64 only)");
 			return PreservedAnalyses::all();
 		}
-		ftpad_config_defaults(c, *arch);
-		const FtpadAbiInfo &info = ftpad_abi_info(*arch, c.abi);
+		if (!c.from_frontend)
+			ftpad_options_init(&c.opts, arch->layout);
+		const ftpad_abi_layout &info = ftpad_abi_info(*arch, c.opts.abi);
 		auto &FAM = MAM.getResult<FunctionAnalysisManagerModuleProxy>(M).getManager();
 		for (Function &F : M) {
 			if (F.isDeclaration() || F.hasAvailableExternallyLinkage())
 				continue; // not emitted here
-			FtpadSize size = ftpad_estimate(F, FAM.getResult<TargetIRAnalysis>(F));
-			FtpadDecision d = ftpad_decide(F, c, size);
-			if (!ftpad_report(F, d, c, size))
-				error(F, "cannot write the report " + c.report);
+			ftpad_size size = ftpad_estimate(F, FAM.getResult<TargetIRAnalysis>(F));
+			ftpad_decision d;
+			if (!ftpad_decide_and_report(F, c, size, d))
+				error(F, std::string("cannot write the report: ") + strerror(errno));
 			if (d.pad) {
 				std::string why = cannot_pad(F, c, *arch, d.layout);
 				if (why.empty())
 					pad(F, c, *arch, d.layout);
 				else
 					error(F, asm_name(F) + ": " + why);
-			} else if (info.before_everywhere && c.layout.before) {
+			} else if (info.before_everywhere && c.opts.layout.before) {
 				pad_before_everywhere(F, c);
 			}
 		}
