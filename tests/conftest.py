@@ -13,6 +13,14 @@ def plugin():
     return ftpadtest.PLUGIN
 
 
+@pytest.fixture(scope="session", params=ftpadtest.COMPILERS, ids=lambda c: c.name)
+def compiler(request):
+    """Each compiler of ftpadtest.COMPILERS, with its plugin."""
+    if not request.param.plugin.exists():
+        pytest.fail(f"{request.param.plugin} is missing: run `make` first")
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def libftpad():
     for p in (ftpadtest.LIBFTPAD_SO, ftpadtest.LIBFTPAD_A):

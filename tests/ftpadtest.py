@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Shared helpers for ftpad's tests: where the build is, running the real
 compilers, and reading ftpad site records out of real ELF files."""
+import dataclasses
 import os
 import pathlib
 import struct
@@ -12,6 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILD = pathlib.Path(os.environ.get("FTPAD_BUILD", ROOT / "build")).resolve()
 PLUGIN = BUILD / "gcc-plugin" / "ftpad.so"
 A64_PLUGIN = BUILD / "gcc-plugin" / "aarch64" / "ftpad.so"
+CLANG_PLUGIN = BUILD / "clang-pass" / "ftpad-clang.so"
 LIBFTPAD_SO = BUILD / "runtime" / "libftpad.so"
 LIBFTPAD_A = BUILD / "runtime" / "libftpad.a"
 FTPAD_BIN = BUILD / "bin" / "ftpad"
@@ -45,6 +47,35 @@ def plugin_flags(plugin_path=PLUGIN, **args):
     for key, value in args.items():
         flags.append(f"-fplugin-arg-ftpad-{key.replace('_', '-')}={value}")
     return flags
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiler:
+    """A compiler with its ftpad plugin, for the tests that hold for every
+    one (the `compiler` fixture of conftest.py)."""
+    name: str                # the test id
+    cc: str
+    cxx: str
+    plugin: pathlib.Path
+    # How -fplugin-arg-ftpad-KEY=VALUE is spelled: the first is the
+    # compiler's own, the others are accepted too.
+    spellings: tuple = ("",)
+
+    def flags(self, **args):
+        """-fplugin= plus each keyword as an argument of the plugin."""
+        prefix = f"-fplugin-arg-ftpad-{self.spellings[0]}"
+        return [f"-fplugin={self.plugin}",
+                *(f"{prefix}{k.replace('_', '-')}={v}" for k, v in args.items())]
+
+
+# Every compiler the plugins serve; add one here and every test that takes
+# the `compiler` fixture runs with it.
+COMPILERS = [
+    Compiler("gcc", "gcc", "g++", PLUGIN),
+    # clang cuts a plugin argument at its first dash after the plugin's
+    # name, so its own spelling is -fplugin-arg-ftpad-clang-KEY.
+    Compiler("clang", "clang-14", "clang++-14", CLANG_PLUGIN, ("clang-", "")),
+]
 
 
 def object_functions(obj):

@@ -232,41 +232,6 @@ def test_report_not_included(tmp_path, plugin):
     assert r["tiny"]["decision"] == "skip" and r["tiny"]["reason"] == "not included"
 
 
-def test_report_appends_across_units(tmp_path, plugin):
-    report = tmp_path / "r.json"
-    report.write_text('{"function": "earlier"}\n')
-    for i in range(3):
-        src = tmp_path / f"u{i}.c"
-        src.write_text(f"int unit{i}(int x) {{ return x + {i}; }}\n")
-        run(["gcc", "-O2", *plugin_flags(report=report), "-c", src, "-o", tmp_path / f"u{i}.o"])
-    names = [json.loads(line)["function"] for line in report.read_text().splitlines()]
-    assert names == ["earlier", "unit0", "unit1", "unit2"]
-
-
-@pytest.mark.parametrize("arg,reason", [
-    ("min-insns=-1", "-fplugin-arg-ftpad-min-insns=-1"),
-    ("min-insns=abc", "-fplugin-arg-ftpad-min-insns=abc"),
-    ("min-insns", "-fplugin-arg-ftpad-min-insns: expected an integer from 0 to 65535"),
-    ("include", "-fplugin-arg-ftpad-include"),
-    ("exclude=a,,b", "-fplugin-arg-ftpad-exclude=a,,b"),
-    ("exclude-section=.init.text,", "-fplugin-arg-ftpad-exclude-section=.init.text,"),
-    ("report=", "-fplugin-arg-ftpad-report"),
-    ("report=/nonexistent/dir/r.json", "-fplugin-arg-ftpad-report=/nonexistent/dir/r.json"),
-    ("min-insns=65536", "-fplugin-arg-ftpad-min-insns=65536: expected an integer from 0 to 65535"),
-    ("policy", "-fplugin-arg-ftpad-policy: expected =FILE"),
-    ("policy=", "-fplugin-arg-ftpad-policy=: expected =FILE"),
-    ("excludes=a", "unknown argument -fplugin-arg-ftpad-excludes"),
-])
-def test_bad_arguments(tmp_path, plugin, arg, reason):
-    src = tmp_path / "x.c"
-    src.write_text("int f(int x) { return x; }\n")
-    p = run(["gcc", "-c", src, "-o", tmp_path / "x.o", f"-fplugin={PLUGIN}",
-             f"-fplugin-arg-ftpad-{arg}"], check=False)
-    assert p.returncode != 0
-    assert reason in p.stderr.replace("\u2018", "").replace("\u2019", ""), p.stderr
-    assert not (tmp_path / "x.o").exists()
-
-
 def test_report_predicts_min_insns(tmp_path, plugin):
     """The report gives each function's instruction count and whether it
     has a loop, the inputs of min-insns: a build without the threshold says

@@ -162,29 +162,6 @@ def test_endbr_where_gcc_puts_it(tmp_path, plugin, source, opt, cf):
         assert sites["helper"].site == sites["helper"].entry
 
 
-@pytest.mark.parametrize("arg,reason", [
-    ("before=-1", "-fplugin-arg-ftpad-before=-1"),
-    ("after=abc", "-fplugin-arg-ftpad-after=abc"),
-    ("after=4", "-fplugin-arg-ftpad-after=4"),
-    ("ops=2", "-fplugin-arg-ftpad-ops=2"),
-    ("before=256", "-fplugin-arg-ftpad-before=256"),
-    ("after=256", "-fplugin-arg-ftpad-after=256"),
-    ("before=", "-fplugin-arg-ftpad-before="),
-    ("after", "-fplugin-arg-ftpad-after: expected an integer from 5 to 255"),
-    ("ops=yes", "-fplugin-arg-ftpad-ops=yes"),
-    ("abi=", "-fplugin-arg-ftpad-abi=: expected user|kernel"),
-    ("record", "-fplugin-arg-ftpad-record: expected ftpad|mcount|patchable"),
-    ("unsafe-ipa-ra=2", "-fplugin-arg-ftpad-unsafe-ipa-ra=2"),
-    ("bogus=1", "unknown argument -fplugin-arg-ftpad-bogus"),
-])
-def test_bad_arguments(tmp_path, plugin, arg, reason):
-    p = run(["gcc", "-c", SRC / "layout.c", "-o", tmp_path / "x.o", f"-fplugin={PLUGIN}",
-             f"-fplugin-arg-ftpad-{arg}"], check=False)
-    assert p.returncode != 0
-    assert reason in p.stderr.replace("\u2018", "").replace("\u2019", ""), p.stderr
-    assert not (tmp_path / "x.o").exists()
-
-
 @pytest.mark.parametrize("opt", ["-O2", "-O3"])
 def test_cold_functions_stay_aligned(tmp_path, plugin, opt):
     """GCC packs cold functions into .text.unlikely without aligning them

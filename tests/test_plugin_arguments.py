@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: MIT
+"""The arguments and the policy file of every compiler's plugin: both
+plugins take them from plugin-core (options.c), so each bad one is refused
+with the same message, naming the argument, or the file and line."""
+import json
+import pathlib
+
+import pytest
+
+from ftpadtest import run
+
+SRC = pathlib.Path(__file__).parent / "src"
+
+
+@pytest.mark.parametrize("arg,reason", [
+    ("before=-1", "expected an integer from 0 to 255"),
+    ("before=256", "expected an integer from 0 to 255"),
+    ("before=", "expected an integer from 0 to 255"),
+    ("before", "expected an integer from 0 to 255"),
+    ("after=abc", "expected an integer from 5 to 255"),
+    ("after=4", "expected an integer from 5 to 255"),
+    ("after=256", "expected an integer from 5 to 255"),
+    ("after", "expected an integer from 5 to 255"),
+    ("ops=2", "expected an integer from 0 to 1"),
+    ("ops=yes", "expected an integer from 0 to 1"),
+    ("abi=linux", "expected user|kernel"),
+    ("abi=", "expected user|kernel"),
+    ("record=elf", "expected ftpad|mcount|patchable"),
+    ("record", "expected ftpad|mcount|patchable"),
+    ("unsafe-ipa-ra=2", "expected an integer from 0 to 1"),
+    ("min-insns=-1", "expected an integer from 0 to 65535"),
+    ("min-insns=abc", "expected an integer from 0 to 65535"),
+    ("min-insns=65536", "expected an integer from 0 to 65535"),
+    ("min-insns", "expected an integer from 0 to 65535"),
+    ("include", "expected =GLOB,..."),
+    ("include=a,,b", "empty glob"),
+    ("exclude=a,,b", "empty glob"),
+    ("exclude-section=.init.text,", "empty glob"),
+    ("report=", "expected =FILE"),
+    ("report", "expected =FILE"),
+    ("report=/nonexistent/dir/r.json", "No such file or directory"),
+    ("policy=", "expected =FILE"),
+    ("policy", "expected =FILE"),
+])
+def test_bad_arguments(tmp_path, compiler, arg, reason):
+    """Each spelling the plugin accepts is checked the same way; the error
+    names the argument as it was written, and there is no object."""
+    for spelling in compiler.spellings:
+        flag = f"-fplugin-arg-ftpad-{spelling}{arg}"
+        obj = tmp_path / "x.o"
+        p = run([compiler.cc, "-c", SRC / "layout.c", "-o", obj, f"-fplugin={compiler.plugin}",
+                 flag], check=False)
+        stderr = p.stderr.replace("\u2018", "").replace("\u2019", "")
+        assert p.returncode != 0, stderr
+        assert f"ftpad: bad argument {flag}: {reason}" in stderr, stderr
+        assert not obj.exists()
+
+
+@pytest.mark.parametrize("arg", ["bogus=1", "excludes=a", "bogus"])
+def test_unknown_arguments(tmp_path, compiler, arg):
+    for spelling in compiler.spellings:
+        key = arg.split("=")[0]
+        p = run([compiler.cc, "-c", SRC / "layout.c", "-o", tmp_path / "x.o",
+                 f"-fplugin={compiler.plugin}", f"-fplugin-arg-ftpad-{spelling}{arg}"],
+                check=False)
+        stderr = p.stderr.replace("\u2018", "").replace("\u2019", "")
+        assert p.returncode != 0
+        assert f"ftpad: unknown argument -fplugin-arg-ftpad-{spelling}{key}" in stderr, stderr
+
+
+def test_every_bad_argument_is_named(tmp_path, compiler):
+    """All of them, not only the first, and a bad policy file's lines too."""
+    policy = tmp_path / "bad.policy"
+    policy.write_text("pad\n")
+    p = run([compiler.cc, "-c", SRC / "layout.c", "-o", tmp_path / "x.o",
+             *compiler.flags(before=300, ops=7, policy=policy)], check=False)
+    assert p.returncode != 0
+    for what in ("before=300: expected", "ops=7: expected", f"{policy}:1: 'pad' needs a glob"):
+        assert what in p.stderr.replace("\u2018", "").replace("\u2019", ""), p.stderr
+
+
+def test_policy_file_errors(tmp_path, compiler):
+    """Every bad line named with FILE:LINE and why; no object."""
+    policy = tmp_path / "bad.policy"
+    policy.write_text("pad\n# fine\nfoo x\nexclude a b\npad f before=-1\npad g after=4\n"
+                      "pad h size=3\n")
+    obj = tmp_path / "x.o"
+    p = run([compiler.cc, "-c", SRC / "layout.c", "-o", obj, *compiler.flags(policy=policy)],
+            check=False)
+    assert p.returncode != 0 and not obj.exists()
+    for line, reason in [(1, "'pad' needs a glob"),
+                         (3, "unknown rule 'foo': expected 'pad' or 'exclude'"),
+                         (4, "'exclude' takes only a glob, not 'b'"),
+                         (5, "'before=-1': expected before=N with N from 0 to 255"),
+                         (6, "'after=4': expected after=N with N from 5 to 255"),
+                         (7, "unknown setting 'size=3': expected before=N or after=N")]:
+        assert f"ftpad: {policy}:{line}: {reason}" in p.stderr, p.stderr
+    assert f"{policy}:2" not in p.stderr
+
+
+def test_long_line_is_one_line(tmp_path, compiler):
+    """A line longer than any buffer is still one line: the error names it
+    and the reason, and the next line keeps its own number."""
+    policy = tmp_path / "long.policy"
+    policy.write_text("pad " + "x" * 5000 + " after=4\nbogus\n")
+    p = run([compiler.cc, "-c", "-x", "c", "/dev/null", "-o", tmp_path / "x.o",
+             *compiler.flags(policy=policy)], check=False)
+    assert p.returncode != 0
+    assert f"{policy}:1: 'after=4': expected after=N" in p.stderr, p.stderr
+    assert f"{policy}:2: unknown rule 'bogus'" in p.stderr, p.stderr
+    assert f"{policy}:3" not in p.stderr
+
+
+def test_missing_policy_file(tmp_path, compiler):
+    p = run([compiler.cc, "-c", "-x", "c", "/dev/null", "-o", tmp_path / "x.o",
+             *compiler.flags(policy=tmp_path / "nope")], check=False)
+    assert p.returncode != 0
+    assert f"ftpad: {tmp_path / 'nope'}: cannot read the policy file" in p.stderr, p.stderr
+
+
+def test_report_appends_across_units(tmp_path, compiler):
+    """Several compiles (make -j) share one report: each appends."""
+    report = tmp_path / "r.json"
+    report.write_text('{"function": "earlier"}\n')
+    for i in range(3):
+        src = tmp_path / f"u{i}.c"
+        src.write_text(f"int unit{i}(int x) {{ return x + {i}; }}\n")
+        run([compiler.cc, "-O2", *compiler.flags(report=report), "-c", src,
+             "-o", tmp_path / f"u{i}.o"])
+    names = [json.loads(line)["function"] for line in report.read_text().splitlines()]
+    assert names == ["earlier", "unit0", "unit1", "unit2"]
