@@ -60,21 +60,33 @@ class Compiler:
     # How -fplugin-arg-ftpad-KEY=VALUE is spelled: the first is the
     # compiler's own, the others are accepted too.
     spellings: tuple = ("",)
+    # For aarch64: the C and C++ drivers, their first flags, and the plugin.
+    aarch64: tuple = ()
 
-    def flags(self, **args):
-        """-fplugin= plus each keyword as an argument of the plugin."""
+    def driver(self, arch="x86_64", cxx=False):
+        """The command that compiles C (C++ with CXX) for ARCH."""
+        if arch == "x86_64":
+            return [self.cxx if cxx else self.cc]
+        cc, cxx_, flags, _ = self.aarch64
+        return [cxx_ if cxx else cc, *flags]
+
+    def flags(self, arch="x86_64", **args):
+        """-fplugin= for ARCH plus each keyword as an argument of the plugin."""
+        plugin = self.plugin if arch == "x86_64" else self.aarch64[3]
         prefix = f"-fplugin-arg-ftpad-{self.spellings[0]}"
-        return [f"-fplugin={self.plugin}",
+        return [f"-fplugin={plugin}",
                 *(f"{prefix}{k.replace('_', '-')}={v}" for k, v in args.items())]
 
 
 # Every compiler the plugins serve; add one here and every test that takes
 # the `compiler` fixture runs with it.
 COMPILERS = [
-    Compiler("gcc", "gcc", "g++", PLUGIN),
+    Compiler("gcc", "gcc", "g++", PLUGIN,
+             aarch64=("aarch64-linux-gnu-gcc-12", "aarch64-linux-gnu-g++-12", [], A64_PLUGIN)),
     # clang cuts a plugin argument at its first dash after the plugin's
     # name, so its own spelling is -fplugin-arg-ftpad-clang-KEY.
-    Compiler("clang", "clang-14", "clang++-14", CLANG_PLUGIN, ("clang-", "")),
+    Compiler("clang", "clang-14", "clang++-14", CLANG_PLUGIN, ("clang-", ""),
+             aarch64=("clang-14", "clang++-14", ["--target=aarch64-linux-gnu"], CLANG_PLUGIN)),
 ]
 
 

@@ -215,22 +215,6 @@ def test_records_follow_gc_sections(tmp_path, clang_plugin, arch, linker):
 
 
 @ARCH
-@pytest.mark.parametrize("linker", ["bfd", "gold", "lld"])
-def test_comdat_one_record_per_function(tmp_path, clang_plugin, arch, linker):
-    exe = tmp_path / "prog"
-    run([*clang(arch, "x.cc"), "-O2", f"-fuse-ld={linker}", *ARCHES[arch]["link"],
-         *clang_flags(), SRC / "comdat_a.cc", SRC / "comdat_b.cc", "-o", exe])
-    with Image(exe) as image:
-        names = [s.name for s in image.sites()]
-        assert len(names) == len(set(names)), f"duplicate records: {sorted(names)}"
-        assert {"_Z13shared_inlinei", "_Z12shared_twiceIiET_S0_", "main"} <= set(names)
-        funcs = image.functions()
-        for site in image.sites():
-            assert funcs[site.name][0] == site.entry
-    assert run_program(arch, exe).stdout.strip() == "13"
-
-
-@ARCH
 @pytest.mark.parametrize("abi", ["user", "kernel"])
 def test_deterministic(tmp_path, clang_plugin, arch, abi):
     """Two compiles of the same source, in different directories, give

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""C++ COMDAT functions defined in two translation units: with the plugin,
-every linker keeps exactly one record per surviving function.  GCC 12's own
+"""C++ COMDAT functions defined in two translation units: with either
+compiler's plugin, every linker keeps exactly one record per surviving
+function.  GCC 12's own
 -fpatchable-function-entry puts a whole file's records in one section linked
 to its first function (PR110729), so bfd silently drops them and gold and lld
 refuse to link; the last test shows that this is still so, which is why the
@@ -9,7 +10,7 @@ import pathlib
 
 import pytest
 
-from ftpadtest import A64_PLUGIN, PLUGIN, Image, plugin_flags, run
+from ftpadtest import Image, run
 
 SRC = pathlib.Path(__file__).parent / "src"
 SOURCES = [SRC / "comdat_a.cc", SRC / "comdat_b.cc"]
@@ -17,15 +18,16 @@ LINKERS = ["bfd", "gold", "lld"]
 GC = {"nogc": [], "gc": ["-ffunction-sections", "-Wl,--gc-sections"]}
 # aarch64 programs are linked statically and run under qemu-aarch64.
 ARCHES = {
-    "x86_64": dict(cxx=["g++"], plugin=PLUGIN, runner=[]),
-    "aarch64": dict(cxx=["aarch64-linux-gnu-g++-12", "-static"],
-                    plugin=A64_PLUGIN, runner=["qemu-aarch64"]),
+    "x86_64": dict(cxx=["g++"], link=[], runner=[]),
+    "aarch64": dict(cxx=["aarch64-linux-gnu-g++-12"], link=["-static"],
+                    runner=["qemu-aarch64"]),
 }
 
 
-def use_linker(arch, linker):
+def use_linker(arch, linker, driver="g++"):
     # The cross gcc looks for ld.lld only under its own prefix.
-    extra = ["-B/usr/bin/"] if arch == "aarch64" and linker == "lld" else []
+    cross_gcc = arch == "aarch64" and "clang" not in driver
+    extra = ["-B/usr/bin/"] if cross_gcc and linker == "lld" else []
     return [f"-fuse-ld={linker}", *extra]
 
 
@@ -38,11 +40,12 @@ def surviving_functions(image):
 @pytest.mark.parametrize("gc", GC)
 @pytest.mark.parametrize("linker", LINKERS)
 @pytest.mark.parametrize("arch", ARCHES)
-def test_one_record_per_surviving_function(tmp_path, plugin, arch, linker, gc):
+def test_one_record_per_surviving_function(tmp_path, compiler, arch, linker, gc):
     a = ARCHES[arch]
     exe = tmp_path / "prog"
-    run([*a["cxx"], "-O2", *GC[gc], *use_linker(arch, linker), *plugin_flags(a["plugin"]),
-         *SOURCES, "-o", exe])
+    driver = compiler.driver(arch, cxx=True)
+    run([*driver, "-O2", *GC[gc], *use_linker(arch, linker, driver[0]), *a["link"],
+         *compiler.flags(arch), *SOURCES, "-o", exe])
     with Image(exe) as image:
         names = [s.name for s in image.sites()]
         assert len(names) == len(set(names)), f"duplicate records: {sorted(names)}"
@@ -61,7 +64,7 @@ def test_gcc_native_records_are_lost(tmp_path, arch, linker):
     """The control: GCC 12's own records for the same program."""
     exe = tmp_path / "prog"
     p = run([*ARCHES[arch]["cxx"], "-O2", "-fpatchable-function-entry=5", *use_linker(arch, linker),
-             *SOURCES, "-o", exe], check=False)
+             *ARCHES[arch]["link"], *SOURCES, "-o", exe], check=False)
     if linker == "bfd":
         assert p.returncode == 0, p.stderr
         with Image(exe) as image:
