@@ -134,10 +134,8 @@ static void append(struct buf *b, const char *s, size_t n)
 	if (b->s && b->len + n + 1 > b->cap) {
 		size_t cap = 2 * (b->len + n + 1);
 		char *grown = realloc(b->s, cap);
-		if (!grown) {
+		if (!grown)
 			free(b->s);
-			b->s = NULL;
-		}
 		b->s = grown;
 		b->cap = cap;
 	}
