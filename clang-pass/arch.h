@@ -52,6 +52,7 @@ struct FtpadArch {
 	std::string (*conflict)(const llvm::Function &F);
 };
 
+// The layout facts of ARCH in ABI (plugin-core/layout.c).
 const ftpad_abi_layout &ftpad_abi_info(const FtpadArch &arch, ftpad_abi abi);
 
 // The target's backend, or nullptr where ftpad has no layout.

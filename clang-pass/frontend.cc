@@ -10,8 +10,6 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
-#include <algorithm>
-#include <cerrno>
 
 #include "clang/AST/ASTConsumer.h"
 #include "clang/AST/Mangle.h"

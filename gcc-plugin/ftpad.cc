@@ -18,8 +18,6 @@
 // on x86 it emits single-byte NOPs that cannot be patched while threads run.
 #include "gcc-common.h"
 
-#include <cerrno>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
