@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core.h"
-#include "../runtime/include/ftpad_site.h"
+#include "../pad/ftpad_site.h"
 
 /*
  * x86_64, user:  [filler][before: 0x90s][ops slot] entry: [endbr64]
