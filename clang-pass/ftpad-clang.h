@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // ftpad-clang.h - what the frontend half of ftpad-clang.so hands to its pass
-// half.  Both halves live in one shared object that clang loads once (as
-// -fplugin= and -fpass-plugin=), so a process-wide object is the channel: the
-// frontend fills it while parsing, the pass reads it when CodeGen runs the
-// pipeline.  Without the frontend half (-fpass-plugin= alone, or an LTO link)
-// the defaults hold and no function has an attribute.
+// half, and the shims for the LLVM versions whose API differs.  Both halves
+// live in one shared object that clang loads once (as -fplugin= and
+// -fpass-plugin=), so a process-wide object is the channel: the frontend
+// fills it while parsing, the pass reads it when CodeGen runs the pipeline.
+// Without the frontend half (-fpass-plugin= alone, or an LTO link) the
+// defaults hold and no function has an attribute.
 #ifndef FTPAD_CLANG_H
 #define FTPAD_CLANG_H
 
@@ -13,6 +14,20 @@
 #include <vector>
 
 #include "arch.h"
+
+#include "llvm/Config/llvm-config.h"
+
+// Where LLVM's and clang's APIs differ between the versions ftpad is built
+// for (13 to 16, Debian 12's), the difference is bridged here, once, so that
+// the passes are written against clang 14's API alone.
+
+#if LLVM_VERSION_MAJOR < 14
+// LLVM 14 moved OptimizationLevel out of PassBuilder into namespace llvm.
+#include "llvm/Passes/PassBuilder.h"
+namespace llvm {
+using OptimizationLevel = PassBuilder::OptimizationLevel;
+}
+#endif
 
 struct FtpadConfig {
 	bool from_frontend = false; // the arguments below were given (-fplugin=)
