@@ -35,6 +35,14 @@ packages=(
   # the clang plugin: the compiler it loads into, and the LLVM and clang
   # headers it is built against
   clang-14 llvm-14-dev libclang-14-dev
+  # every other compiler Debian 12 ships, each with its own plugin build
+  # (tests/test_compilers.py): GCC 11, native and aarch64 cross, with its
+  # plugin headers; clang 13, 15 and 16 with the LLVM and clang headers
+  gcc-11 g++-11 gcc-11-plugin-dev
+  gcc-11-aarch64-linux-gnu g++-11-aarch64-linux-gnu gcc-11-plugin-dev-aarch64-linux-gnu
+  clang-13 llvm-13-dev libclang-13-dev
+  clang-15 llvm-15-dev libclang-15-dev
+  clang-16 llvm-16-dev libclang-16-dev
   # the real code base the clang plugin's tests build: googletest's sources
   googletest
   # GCC's own patchable-entry tests, unpacked from its source at test time
