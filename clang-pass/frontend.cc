@@ -283,6 +283,10 @@ struct FtpadAction : PluginASTAction {
 		c.prefix_map = ci.getCodeGenOpts().DebugPrefixMap;
 		if (!parse_args(args, c, *arch, d))
 			return false;
+		// Before the code generator's pipeline exists: clang 13 builds it
+		// before it runs the optimizer, and with it the pass.
+		if (!c.opts.unsafe_ipa_ra)
+			ftpad_ipra_off();
 		add_pass_plugin(const_cast<CompilerInstance &>(ci));
 		return true;
 	}

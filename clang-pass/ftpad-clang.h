@@ -57,6 +57,9 @@ FtpadConfig &ftpad_config();
 std::string ftpad_layout_problem(const FtpadConfig &c, const FtpadArch &arch, unsigned before,
 				 unsigned after);
 
+// Turns LLVM's IPRA (-mllvm -enable-ipra) off for this compile (pass.cc).
+void ftpad_ipra_off();
+
 // Does the plugin's hook in LLVM's code generator run in this process?
 // (machine.cc)
 bool ftpad_machine_hook_installed();

@@ -362,20 +362,6 @@ void pad_before_everywhere(Function &F, const FtpadConfig &c)
 		set_units(F, "patchable-function-prefix", c.opts.layout.before);
 }
 
-// IPRA (-mllvm -enable-ipra) lets a caller keep values in call-clobbered
-// registers that the callee leaves alone, but an enabled site runs a
-// trampoline and a callback the compiler never saw.  LLVM has no
-// per-function switch, so, as the GCC plugin does with -fipa-ra, turn it
-// off for the whole compile: TargetPassConfig reads the option when
-// CodeGen builds its pipeline, which is after this pass has run.
-void ipra_off()
-{
-	auto &options = cl::getRegisteredOptions();
-	auto o = options.find("enable-ipra");
-	if (o != options.end()) // a cl::opt<bool> in TargetPassConfig.cpp
-		static_cast<cl::opt<bool> *>(o->second)->setValue(false);
-}
-
 // Why F may not be padded although the policy says so, or "".
 std::string cannot_pad(const Function &F, const FtpadConfig &c, const FtpadArch &arch,
 		       ftpad_layout layout)
@@ -391,7 +377,7 @@ struct FtpadPass : PassInfoMixin<FtpadPass> {
 	{
 		FtpadConfig c = ftpad_config();
 		if (!c.opts.unsafe_ipa_ra)
-			ipra_off();
+			ftpad_ipra_off();
 		if (M.getNamedMetadata(DONE))
 			return PreservedAnalyses::all();
 		M.getOrInsertNamedMetadata(DONE);
@@ -428,6 +414,21 @@ struct FtpadPass : PassInfoMixin<FtpadPass> {
 };
 
 } // namespace
+
+// IPRA (-mllvm -enable-ipra) lets a caller keep values in call-clobbered
+// registers that the callee leaves alone, but an enabled site runs a
+// trampoline and a callback the compiler never saw.  LLVM has no
+// per-function switch, so, as the GCC plugin does with -fipa-ra, turn it
+// off for the whole compile: TargetPassConfig reads the option when
+// CodeGen builds its pipeline.  clang 14 builds it after this pass has
+// run; clang 13 before, so there the frontend half turns it off.
+void ftpad_ipra_off()
+{
+	auto &options = cl::getRegisteredOptions();
+	auto o = options.find("enable-ipra");
+	if (o != options.end()) // a cl::opt<bool> in TargetPassConfig.cpp
+		static_cast<cl::opt<bool> *>(o->second)->setValue(false);
+}
 
 extern "C" LLVM_ATTRIBUTE_WEAK __attribute__((visibility("default"))) PassPluginLibraryInfo llvmGetPassPluginInfo()
 {
