@@ -74,31 +74,43 @@ def test_install_layout(prefix):
         assert built.exists() == (prefix / installed).exists(), installed
 
 
-@pytest.mark.parametrize("cc", ["gcc", "clang-14"])
+# The plugin each compiler's build must load, under <prefix>/lib/ftpad/, and
+# the key its arguments are spelled with: the defaults, and one other GCC
+# and clang version (every compiler Debian 12 ships has its own plugin).
+CONSUMERS = {
+    "gcc": ("ftpad.so", "-fplugin-arg-ftpad-after=8"),
+    "clang-14": ("ftpad-clang.so", "-fplugin-arg-ftpad-clang-after=8"),
+    "gcc-11": ("gcc-11/ftpad.so", "-fplugin-arg-ftpad-after=8"),
+    "clang-15": ("clang-15/ftpad-clang.so", "-fplugin-arg-ftpad-clang-after=8"),
+    # clang 13's driver has no -fplugin-arg-: the frontend's own spelling
+    "clang-13": ("clang-13/ftpad-clang.so", "-Xclang -plugin-arg-ftpad -Xclang clang-after=8"),
+}
+
+
+@pytest.mark.parametrize("cc", CONSUMERS)
 def test_cmake_consumer_builds_runs_and_traces(prefix, tmp_path, cc):
-    if cc == "clang-14" and not (prefix / "lib/ftpad/ftpad-clang.so").exists():
-        pytest.skip("the clang plugin was not built")
+    plugin, key = CONSUMERS[cc]
+    if not (prefix / "lib/ftpad" / plugin).exists():
+        pytest.skip(f"the plugin for {cc} was not built")
     src = consumer(tmp_path, ("CMakeLists.txt", "cmake"))
     build = tmp_path / "build"
     env = consumer_env(prefix, cc)
     run(["cmake", "-S", src, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}",
          f"-DCMAKE_C_COMPILER={cc}"], env=env)
     p = run(["cmake", "--build", build, "--verbose"], env=env)
-    plugin = "ftpad-clang.so" if cc == "clang-14" else "ftpad/ftpad.so"
-    key = "ftpad-clang-after=8" if cc == "clang-14" else "ftpad-after=8"
-    assert f"-fplugin={prefix}/lib/ftpad/" in p.stdout and plugin in p.stdout, p.stdout
-    assert f"-fplugin-arg-{key}" in p.stdout, p.stdout
+    assert f"-fplugin={prefix}/lib/ftpad/{plugin} " in p.stdout, p.stdout
+    assert key in p.stdout, p.stdout
     check_traced(prefix, build / "hello", tmp_path, env)
 
 
 def test_cmake_consumer_without_a_plugin_for_its_compiler_fails(prefix, tmp_path):
     src = consumer(tmp_path, ("CMakeLists.txt", "cmake"))
-    fake = fake_gcc(tmp_path, 11)
+    fake = fake_gcc(tmp_path, 10)
     p = run(["cmake", "-S", src, "-B", tmp_path / "build", f"-DCMAKE_PREFIX_PATH={prefix}",
              f"-DCMAKE_C_COMPILER={fake}"], check=False)
     assert p.returncode != 0
     err = " ".join(p.stderr.split())  # CMake wraps its messages
-    assert f"ftpad: no plugin for the C compiler {fake} (GNU 11." in err, err
+    assert f"ftpad: no plugin for the C compiler {fake} (GNU 10." in err, err
     assert "Installed: GCC 12 for x86_64" in err, err
 
 
@@ -154,14 +166,25 @@ def test_ftpad_config_names_the_plugin_for_each_compiler(prefix):
         assert ftpad_config(prefix, "--cflags", cc="clang-14").stdout == \
             f"-fplugin={lib}/ftpad/ftpad-clang.so -I{prefix}/include\n"
         assert ftpad_config(prefix, "--clang-plugin").stdout == f"{lib}/ftpad/ftpad-clang.so\n"
+    # Every other GCC and clang Debian 12 ships: each its own plugin.
+    for cc, plugin in [("gcc-11", "gcc-11/ftpad.so"), ("clang-15", "clang-15/ftpad-clang.so"),
+                       ("aarch64-linux-gnu-gcc-11", "aarch64-gcc-11/ftpad.so")]:
+        if (lib / "ftpad" / plugin).exists():
+            assert ftpad_config(prefix, "--cflags", cc=cc).stdout == \
+                f"-fplugin={lib}/ftpad/{plugin} -I{prefix}/include\n"
+    if (lib / "ftpad/clang-15/ftpad-clang.so").exists():
+        assert ftpad_config(prefix, "--clang-plugin", cc="clang-15").stdout == \
+            f"{lib}/ftpad/clang-15/ftpad-clang.so\n"
+        assert ftpad_config(prefix, "--gcc-plugin", cc="gcc-11").stdout == \
+            f"{lib}/ftpad/gcc-11/ftpad.so\n"
     version = re.search(r"project\(ftpad VERSION (\S+)", (ROOT / "CMakeLists.txt").read_text())[1]
     assert ftpad_config(prefix, "--version").stdout == f"{version}\n"
 
 
 def test_ftpad_config_errors(prefix, tmp_path):
-    p = ftpad_config(prefix, "--cflags", cc=fake_gcc(tmp_path, 11), check=False)
+    p = ftpad_config(prefix, "--cflags", cc=fake_gcc(tmp_path, 10), check=False)
     assert p.returncode == 1 and p.stdout == ""
-    assert "ftpad-config: error: no ftpad plugin for" in p.stderr and "(gcc 11, x86_64)" in p.stderr
+    assert "ftpad-config: error: no ftpad plugin for" in p.stderr and "(gcc 10, x86_64)" in p.stderr
     assert f"GCC 12 for x86_64: {prefix}/lib/ftpad/ftpad.so" in p.stderr, p.stderr
     p = ftpad_config(prefix, "--libs", "--frobnicate", check=False)
     assert p.returncode == 2 and p.stdout == ""
