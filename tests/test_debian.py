@@ -37,6 +37,9 @@ CONTENTS = {
               "usr/share/doc/ftpad/copyright"],
     "gcc-12-plugin-ftpad": [f"{GCC_PLUGIN_DIR}/ftpad.so",
                             f"{LIB}/ftpad/ftpad.so -> ../../gcc/{TRIPLET}/12/plugin/ftpad.so"],
+    "gcc-11-plugin-ftpad": [f"usr/lib/gcc/{TRIPLET}/11/plugin/ftpad.so",
+                            f"{LIB}/ftpad/gcc-11/ftpad.so -> "
+                            f"../../../gcc/{TRIPLET}/11/plugin/ftpad.so"],
     "gcc-12-plugin-ftpad-aarch64-linux-gnu": [
         f"{CROSS_PLUGIN_DIR}/ftpad.so",
         f"{LIB}/ftpad/aarch64/ftpad.so -> "
@@ -143,14 +146,15 @@ def control_field(deb, field):
     return run(["dpkg-deb", "-f", deb, field]).stdout.strip()
 
 
-def test_gcc_plugin_depends_on_its_compiler_build(packages):
+@pytest.mark.parametrize("gcc", ["gcc-12", "gcc-11"])
+def test_gcc_plugin_depends_on_its_compiler_build(packages, gcc):
     """A GCC plugin loads only into the GCC it was built against."""
-    depends = control_field(packages["debs"]["gcc-12-plugin-ftpad"], "Depends")
-    version = run(["dpkg-query", "-W", "-f=${Version}", "gcc-12"]).stdout
+    depends = control_field(packages["debs"][f"{gcc}-plugin-ftpad"], "Depends")
+    version = run(["dpkg-query", "-W", "-f=${Version}", gcc]).stdout
     upstream = re.match(r"\d+\.\d+\.\d+", version).group(0)
     major, minor, _ = upstream.split(".")
-    assert f"gcc-12 (>= {upstream})" in depends, depends
-    assert f"gcc-12 (<< {major}.{int(minor) + 1})" in depends, depends
+    assert f"{gcc} (>= {upstream})" in depends, depends
+    assert f"{gcc} (<< {major}.{int(minor) + 1})" in depends, depends
     assert "libftpad0 (= " in control_field(packages["debs"]["libftpad-dev"], "Depends")
 
 
