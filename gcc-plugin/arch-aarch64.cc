@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// arch-aarch64.cc - the aarch64 layouts.  The user layout (DESIGN.md "Pad
+// arch-aarch64.cc - the aarch64 layouts.  The user layout (docs/design.md "Pad
 // layouts"):
 //
 //         [filler][before: B NOPs][ops slot: 2 NOPs = 8 bytes, 8-aligned]

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// arch-x86_64.cc - the x86_64 layouts.  The user layout (DESIGN.md "Pad
+// arch-x86_64.cc - the x86_64 layouts.  The user layout (docs/design.md "Pad
 // layouts"):
 //
 //         [filler][before: B bytes of 0x90][ops slot: 8 bytes, 8-aligned]

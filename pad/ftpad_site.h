@@ -48,7 +48,7 @@ enum ftpad_site_flags {
 	FTPAD_SITE_ENDBR = 1u << 0,  /* endbr64 sits at the entry, before the site */
 	FTPAD_SITE_BTI = 1u << 1,    /* bti c sits at the entry, before the site */
 	FTPAD_SITE_MOV_X9 = 1u << 2, /* aarch64: the compiler emitted mov x9, x30 before the site */
-	FTPAD_SITE_KERNEL = 1u << 3, /* kernel ABI layout (DESIGN.md "The kernel ABI") */
+	FTPAD_SITE_KERNEL = 1u << 3, /* kernel ABI layout (docs/design.md "The kernel ABI") */
 };
 
 /*

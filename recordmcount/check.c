@@ -109,7 +109,8 @@ static void violation(struct checker *c, const struct rmc_site *site, const char
 }
 
 /* Entry, site and ops lie inside the section; the slot is 8-aligned in any
- * link and ends at the entry, as every layout has it (DESIGN.md). */
+ * link and ends at the entry, as every layout has it (docs/design.md "Pad
+ * layouts"). */
 static const char *record_bounds(const struct rmc_sites *s, const struct rmc_site *site, size_t size)
 {
 	const struct rmc_record *rec = &site->rec;

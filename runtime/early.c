@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * early.c - very early tracing (DESIGN.md "Very early tracing", after the
+ * early.c - very early tracing (docs/design.md "Very early tracing", after the
  * kernel patch of seed 002): with FTPAD_EARLY=1 next to FTPAD_FILTER, the
  * built-in tracer's functions are traced from the first instrumented call,
  * before the program's constructors, without malloc, into a static buffer

@@ -3,7 +3,7 @@
  * module.c - finding each loaded module's site table, holding the modules
  * still while code is written, and mapping each module's stub page.
  *
- * Mechanism (DESIGN.md "Site discovery"): dl_iterate_phdr lists the loaded
+ * Mechanism (docs/design.md "Site discovery"): dl_iterate_phdr lists the loaded
  * modules, whether libftpad is linked in, preloaded or linked statically,
  * and each module's file (/proc/self/exe for the program) gives its section
  * headers, hence the address of __ftpad_sites.  This needs nothing from the

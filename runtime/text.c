@@ -2,7 +2,7 @@
 /*
  * text.c - writing to code (and other read-only mappings) in this process.
  *
- * DESIGN.md "Patching at run time": first pwrite() to /proc/self/mem, which
+ * docs/design.md "Patching at run time": first pwrite() to /proc/self/mem, which
  * the kernel performs with FOLL_FORCE without ever making the mapping
  * writable, so no other thread sees writable text and MDWE does not object.
  * Where that is refused (proc_mem.force_override=never or ptrace), fall back

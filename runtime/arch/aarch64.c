@@ -3,7 +3,7 @@
  * aarch64.c - the aarch64 pads: checking them, encoding the site's BL,
  * the per-module stub page and the C side of the trampolines.
  *
- * Pad (docs/format.md, DESIGN.md "Pad layouts"):
+ * Pad (docs/format.md, docs/design.md "Pad layouts"):
  *      [before NOPs][ops slot: 2 NOPs, 8-aligned] entry: [bti c?]
  *      mov x9, x30 ; nop (the site) ; [rest of after]
  * The compiler already saved the return address in x9, so enabling a site

@@ -4,7 +4,7 @@
  * per-module stub page, the int3 protocol and the C side of the
  * trampolines.
  *
- * Pad (DESIGN.md "Pad layouts"):
+ * Pad (docs/design.md "Pad layouts"):
  *      [before NOPs][ops slot: 8 bytes, 8-aligned][endbr64?][0f 1f 44 00 00]...
  * The site becomes `call rel32` to a stub near the module; the stub loads
  * the site's kind into r11 and jumps to the trampoline for that kind in
@@ -204,7 +204,7 @@ void ftpad_arch_regs_set_ip(struct ftpad_regs *regs, unsigned long ip)
 }
 
 /*
- * The int3 protocol (DESIGN.md "Patching at run time", after Linux's
+ * The int3 protocol (docs/design.md "Patching at run time", after Linux's
  * text_poke_bp_batch): int3 on every site's first byte, sync; the other
  * four bytes, sync; the first byte, sync.  A thread reaching a site in the
  * middle traps, and on_sigtrap() emulates the new instruction.  Each sync
