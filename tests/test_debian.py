@@ -44,6 +44,10 @@ CONTENTS = {
         f"{CROSS_PLUGIN_DIR}/ftpad.so",
         f"{LIB}/ftpad/aarch64/ftpad.so -> "
         "../../../gcc-cross/aarch64-linux-gnu/12/plugin/ftpad.so"],
+    "gcc-11-plugin-ftpad-aarch64-linux-gnu": [
+        "usr/lib/gcc-cross/aarch64-linux-gnu/11/plugin/ftpad.so",
+        f"{LIB}/ftpad/aarch64-gcc-11/ftpad.so -> "
+        "../../../gcc-cross/aarch64-linux-gnu/11/plugin/ftpad.so"],
     "clang-plugin-ftpad": [f"{LIB}/ftpad/ftpad-clang.so"],
     "libftpad0": [f"{LIB}/libftpad.so.0.1.0", f"{LIB}/libftpad.so.0 -> libftpad.so.0.1.0"],
     "libftpad-dev": ["usr/include/ftpad.h", "usr/include/ftpad_site.h", f"{LIB}/libftpad.a",
@@ -121,7 +125,8 @@ def deb_listing(deb):
 def test_packages_are_built(packages):
     expected = set(CONTENTS)
     if ARCH != "amd64":
-        expected.discard("gcc-12-plugin-ftpad-aarch64-linux-gnu")
+        expected -= {"gcc-12-plugin-ftpad-aarch64-linux-gnu",
+                     "gcc-11-plugin-ftpad-aarch64-linux-gnu"}
     assert expected <= set(packages["debs"]), sorted(packages["debs"])
     # Debug symbols packages (-dbgsym) are fine; nothing else is expected.
     extra = {d for d in packages["debs"] if not d.endswith("-dbgsym")} - expected
