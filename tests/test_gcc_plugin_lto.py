@@ -6,8 +6,7 @@ import pathlib
 
 import pytest
 
-from ftpadtest import Image, plugin_flags, run
-from test_comdat import ARCHES
+from ftpadtest import A64_PLUGIN, PLUGIN, Image, plugin_flags, run
 
 SRC = pathlib.Path(__file__).parent / "src"
 SOURCES = [SRC / "comdat_a.cc", SRC / "comdat_b.cc"]
@@ -16,6 +15,13 @@ FUNCTIONS = {"main", "_Z6from_ai", "_Z6from_bi", "_Z13shared_inlinei",
 GUARD = "__ftpad_plugin_missing_from_lto_link_line"
 # lld cannot run GCC's LTO plugin, so only bfd and gold link GCC LTO objects.
 LINKERS = ["bfd", "gold"]
+# GCC's drivers, with the plugin each needs; static on aarch64, since
+# qemu-aarch64 has no sysroot.
+ARCHES = {
+    "x86_64": dict(cxx=["g++"], plugin=PLUGIN, runner=[]),
+    "aarch64": dict(cxx=["aarch64-linux-gnu-g++-12", "-static"], plugin=A64_PLUGIN,
+                    runner=["qemu-aarch64"]),
+}
 
 
 def lto_objects(tmp_path, *extra, arch="x86_64"):
