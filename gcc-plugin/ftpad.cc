@@ -222,7 +222,7 @@ void emit_ftpad_record(FILE *f, tree decl, const char *fn_name)
 	else
 		fputs("\t.long 0\n", f);
 	fprintf(f, "\t.long %s - .\n", label("name", id).c_str());
-	fprintf(f, "\t.byte %u, %u, %u, %u, %u, 0\n", FTPAD_SITE_VERSION,
+	fprintf(f, "\t.byte %u, %u, %u, %u, %u, 0\n", FTPAD_SITE_VERSION_ENTRY,
 		arch.record_arch, current.before, current.after, arch.site_bytes);
 	fprintf(f, "\t.short %u\n", flags);
 	fputs("\t.popsection\n", f);

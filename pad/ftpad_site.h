@@ -32,7 +32,16 @@
 /* NUL-terminated function names that records point at (optional). */
 #define FTPAD_NAMES_SECTION "__ftpad_names"
 
-#define FTPAD_SITE_VERSION 1
+/*
+ * Each record carries the lowest version that can hold it, so that what an
+ * older reader could read stays readable by it: entry sites are version 1,
+ * the exit sites that exit=1 adds are version 2 (kind != ENTRY).  A reader
+ * knows every version up to FTPAD_SITE_VERSION; docs/format.md
+ * "Versioning" says how an older one meets newer records.
+ */
+#define FTPAD_SITE_VERSION 2
+#define FTPAD_SITE_VERSION_ENTRY 1
+#define FTPAD_SITE_VERSION_EXIT 2
 /* Every input section is aligned to this, and records never straddle it. */
 #define FTPAD_SITE_ALIGN 8
 
@@ -51,6 +60,13 @@ enum ftpad_site_flags {
 	FTPAD_SITE_KERNEL = 1u << 3, /* kernel ABI layout (docs/design.md "The kernel ABI") */
 };
 
+/* What a site is (struct ftpad_site_record.kind, version 2). */
+enum ftpad_site_kind {
+	FTPAD_SITE_KIND_ENTRY = 0,     /* at the function's entry (every version 1 record) */
+	FTPAD_SITE_KIND_EXIT = 1,      /* in front of a return */
+	FTPAD_SITE_KIND_TAIL_EXIT = 2, /* in front of a tail call's jump */
+};
+
 /*
  * One site.  24 bytes, 8-byte aligned, no implicit padding.
  *
@@ -62,12 +78,12 @@ struct ftpad_site_record {
 	int32_t site;     /* the patchable instruction minus &site */
 	int32_t ops;      /* the 8-byte ops slot minus &ops; 0: the function has none */
 	int32_t name;     /* the function's NUL-terminated name minus &name; 0: none */
-	uint8_t version;  /* FTPAD_SITE_VERSION */
+	uint8_t version;  /* FTPAD_SITE_VERSION_ENTRY or _EXIT */
 	uint8_t arch;     /* enum ftpad_site_arch */
-	uint8_t before;   /* NOP units before the ops slot (bytes on x86_64, insns on aarch64) */
-	uint8_t after;    /* NOP units after the entry, behind ENDBR/BTI, the site included */
+	uint8_t before;   /* NOP units before the ops slot (bytes on x86_64, insns on aarch64); exits: 0 */
+	uint8_t after;    /* NOP units after the entry, behind ENDBR/BTI, the site included; exits: 0 */
 	uint8_t site_len; /* bytes of the patchable instruction: 5 on x86_64, 4 on aarch64 */
-	uint8_t reserved; /* 0 */
+	uint8_t kind;     /* enum ftpad_site_kind; 0 (reserved) in version 1 */
 	uint16_t flags;   /* enum ftpad_site_flags */
 };
 

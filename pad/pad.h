@@ -11,6 +11,12 @@
  * plugins emit the same bytes.  So this code is C11 with nothing beyond
  * <stdint.h>, <stddef.h> and memcmp: the runtime calls it with its locks
  * held and never allocates, and the C++ plugins include the headers.
+ *
+ * An exit site (kind EXIT or TAIL_EXIT) is one site NOP in front of a
+ * return or a tail call's jump, anywhere in the function: its record's
+ * flags are 0, its before and after 0, and its ops the function's slot
+ * (or 0).  The check asks that the site be the machine's site NOP (and
+ * 4-aligned on aarch64), and the slot, when there is one, an empty slot.
  */
 #ifndef FTPAD_PAD_H
 #define FTPAD_PAD_H
@@ -35,6 +41,7 @@ struct ftpad_pad_site {
 	uint64_t ops;		/* the ops slot, if has_ops */
 	bool has_ops;
 	uint8_t site_len;	/* the record's site_len */
+	uint8_t kind;		/* the record's kind: enum ftpad_site_kind */
 	uint16_t flags;		/* the record's flags: enum ftpad_site_flags */
 };
 
@@ -49,6 +56,8 @@ enum ftpad_pad_verdict {
 	FTPAD_PAD_PREPARED,
 	FTPAD_PAD_SITE_LEN,		/* site_len is not the machine's */
 	FTPAD_PAD_OUTSIDE,		/* an instruction the record names lies outside the bytes */
+	FTPAD_PAD_UNKNOWN_KIND,		/* kind is not an enum ftpad_site_kind */
+	FTPAD_PAD_EXIT_FLAG,		/* an exit site's record has a landing-pad, MOV or kernel flag */
 	FTPAD_PAD_FOREIGN_FLAG,		/* the other machine's landing-pad flag */
 	FTPAD_PAD_MISALIGNED,		/* aarch64: the entry or the site is not 4-aligned */
 	FTPAD_PAD_NO_LANDING_PAD,	/* the flags promise endbr64 / bti c; the entry has none */

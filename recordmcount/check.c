@@ -133,7 +133,7 @@ static const char *pad_problem(const struct rmc_arch *arch, const struct rmc_rec
 {
 	const struct ftpad_pad_site pad = {
 		.entry = rec->entry, .site = rec->site, .ops = rec->ops, .has_ops = rec->has_ops,
-		.site_len = rec->site_len, .flags = rec->flags,
+		.site_len = rec->site_len, .kind = rec->kind, .flags = rec->flags,
 	};
 	enum ftpad_pad_verdict v = arch->pad_check(&pad, text, size);
 
@@ -150,8 +150,14 @@ static void check_record(struct checker *c, const struct rmc_site *site)
 	const unsigned char *text = rmc_text(s, site->sec, &size);
 	const char *why;
 
-	if (rec->version != FTPAD_SITE_VERSION) {
-		violation(c, site, "version %u; this tool knows %u", rec->version, FTPAD_SITE_VERSION);
+	if (!rec->version || rec->version > FTPAD_SITE_VERSION) {
+		violation(c, site, "version %u; this tool knows 1 to %u", rec->version,
+			  FTPAD_SITE_VERSION);
+		return;
+	}
+	/* A record carries the lowest version that holds it: an exit is 2. */
+	if (rec->kind != FTPAD_SITE_KIND_ENTRY && rec->version < FTPAD_SITE_VERSION_EXIT) {
+		violation(c, site, "kind %u in a version %u record", rec->kind, rec->version);
 		return;
 	}
 	if (!rmc_arch_knows_pads(s->arch) || !s->arch->ftpad_arch ||

@@ -354,7 +354,7 @@ static unsigned char *record_bytes(struct ftpad_file *f, const struct text_out *
 		const struct plan *p = &f->plans[t->first + i];
 		unsigned char *r = buf + i * RECORD_SIZE;
 
-		r[16] = FTPAD_SITE_VERSION;
+		r[16] = FTPAD_SITE_VERSION_ENTRY;
 		r[17] = f->arch->ftpad_arch;
 		r[18] = p->before;
 		r[19] = p->after;

@@ -370,7 +370,7 @@ static void decode_record(struct rmc_sites *s, const struct table *t, uint64_t a
 	uint64_t name = 0;
 
 	rec->version = p[16], rec->arch = p[17], rec->before = p[18], rec->after = p[19];
-	rec->site_len = p[20], rec->reserved = p[21];
+	rec->site_len = p[20], rec->kind = p[21];
 	rec->flags = (uint16_t)read_word(p + 22, 2, t->big_endian);
 	if (!record_field(s, t, at, "entry", false, &esec, &rec->entry, site) ||
 	    !record_field(s, t, at + 4, "site", false, &ssec, &rec->site, site))

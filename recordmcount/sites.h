@@ -41,7 +41,7 @@ struct rmc_record {
 	uint64_t entry, site, ops;
 	bool has_ops;
 	const char *name;	/* NULL: none */
-	uint8_t version, arch, before, after, site_len, reserved;
+	uint8_t version, arch, before, after, site_len, kind;
 	uint16_t flags;
 };
 

@@ -55,7 +55,7 @@ ftpad_arch_pad_verdict(const struct ftpad_site_record *rec, const struct ftpad_s
 	const struct ftpad_pad_site pad = {
 		.entry = site->entry - base, .site = addr - base,
 		.ops = slot ? slot - base : 0, .has_ops = slot != 0,
-		.site_len = rec->site_len, .flags = rec->flags,
+		.site_len = rec->site_len, .kind = rec->kind, .flags = rec->flags,
 	};
 	enum ftpad_pad_verdict v = check(&pad, (const uint8_t *)base,
 					 addr + ftpad_arch_site_len - base);

@@ -355,7 +355,9 @@ static int read_sites(struct ftpad_module *mod)
 	for (size_t i = 0; i < n; i++) {
 		struct ftpad_site *s = &mod->sites[kept];
 
-		if (!rec[i].version || add_site(mod, &seg, &rec[i], s))
+		/* Exit sites (version 2) are not patched yet: skipped. */
+		if (!rec[i].version || rec[i].kind != FTPAD_SITE_KIND_ENTRY ||
+		    add_site(mod, &seg, &rec[i], s))
 			continue;
 		sorted &= !kept || s[-1].entry < s->entry;
 		mod->unnamed |= !s->name;

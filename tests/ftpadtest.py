@@ -152,7 +152,7 @@ class Site:
 
     def __init__(self, addr, fields, name):
         (self.entry, self.site, self.ops, self.name_addr, self.version,
-         self.arch, self.before, self.after, self.site_len, self.reserved,
+         self.arch, self.before, self.after, self.site_len, self.kind,
          self.flags) = fields
         self.addr = addr
         self.name = name

@@ -87,6 +87,19 @@ static void x86_64(void)
 	  .ops = 4, .has_ops = true, .entry = 12, .site = 12, L5);
 	X("slot of 1-byte NOPs", FTPAD_PAD_SLOT_NOT_NOP, (0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
 	  0x90, NOP5), .ops = 0, .has_ops = true, .entry = 8, .site = 8, L5);
+	/* Exit sites: a NOP anywhere after the entry, in front of a ret (c3). */
+	X("exit", FTPAD_PAD_OK, (SLOT, ENDBR, NOP5, 0x90, NOP5, 0xc3), .ops = 0, .has_ops = true,
+	  .entry = 8, .site = 18, .kind = FTPAD_SITE_KIND_EXIT, L5);
+	X("tail exit, no slot", FTPAD_PAD_OK, (0x90, NOP5_LLVM), .entry = 0, .site = 1,
+	  .kind = FTPAD_SITE_KIND_TAIL_EXIT, L5);
+	X("kind 3", FTPAD_PAD_UNKNOWN_KIND, (NOP5), .entry = 0, .site = 0, .kind = 3, L5);
+	X("exit with ENDBR flag", FTPAD_PAD_EXIT_FLAG, (ENDBR, NOP5), .entry = 0, .site = 4,
+	  .kind = FTPAD_SITE_KIND_EXIT, .flags = FTPAD_SITE_ENDBR, L5);
+	X("exit is a ret", FTPAD_PAD_SITE_NOT_NOP, (NOP5, 0xc3, 0, 0, 0, 0), .entry = 0, .site = 5,
+	  .kind = FTPAD_SITE_KIND_EXIT, L5);
+	X("exit, slot of 1-byte NOPs", FTPAD_PAD_SLOT_NOT_NOP, (0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+	  0x90, 0x90, NOP5, NOP5), .ops = 0, .has_ops = true, .entry = 8, .site = 13,
+	  .kind = FTPAD_SITE_KIND_EXIT, L5);
 }
 
 /* ---- aarch64: instructions as little-endian bytes ---- */
@@ -123,6 +136,20 @@ static void aarch64(void)
 	  .has_ops = true, .entry = 12, .site = 16, L4);
 	A("slot holds a BL", FTPAD_PAD_SLOT_NOT_NOP, (NOP, BL, NOP, NOP), .ops = 0, .has_ops = true,
 	  .entry = 8, .site = 12, L4);
+	/* Exit sites: one NOP, no MOV in front of it, anywhere after the entry. */
+	A("exit", FTPAD_PAD_OK, (NOP, NOP, BTI, MOV, NOP, BL, NOP), .ops = 0, .has_ops = true,
+	  .entry = 8, .site = 24, .kind = FTPAD_SITE_KIND_EXIT, L4);
+	A("tail exit, no slot", FTPAD_PAD_OK, (BL, NOP), .entry = 0, .site = 4,
+	  .kind = FTPAD_SITE_KIND_TAIL_EXIT, L4);
+	A("kind 7", FTPAD_PAD_UNKNOWN_KIND, (NOP, NOP), .entry = 0, .site = 4, .kind = 7, L4);
+	A("exit with MOV_X9 flag", FTPAD_PAD_EXIT_FLAG, (MOV, NOP), .entry = 0, .site = 4,
+	  .kind = FTPAD_SITE_KIND_EXIT, .flags = FTPAD_SITE_MOV_X9, L4);
+	A("exit misaligned", FTPAD_PAD_MISALIGNED, (NOP, 0, 0, NOP, 0, 0), .entry = 0, .site = 6,
+	  .kind = FTPAD_SITE_KIND_EXIT, L4);
+	A("exit is a BL", FTPAD_PAD_SITE_NOT_NOP, (NOP, BL), .entry = 0, .site = 4,
+	  .kind = FTPAD_SITE_KIND_EXIT, L4);
+	A("exit, slot holds a BL", FTPAD_PAD_SLOT_NOT_NOP, (NOP, BL, NOP, NOP), .ops = 0,
+	  .has_ops = true, .entry = 8, .site = 12, .kind = FTPAD_SITE_KIND_EXIT, L4);
 }
 
 /* Every verdict a machine can give was given by some case. */
