@@ -103,6 +103,9 @@ struct ftpad_options {
 	enum ftpad_record_kind record;
 	struct ftpad_layout layout;  /* the global before/after */
 	bool ops;
+	/* exit=1: an exit site in front of every return and tail call of each
+	 * padded function (docs/format.md "Exit sites"). */
+	bool exits;
 	bool unsafe_ipa_ra;          /* testing only: docs/gcc-plugin.md */
 	unsigned min_insns;          /* 0: no threshold */
 	struct ftpad_globs include, exclude, exclude_section;

@@ -151,6 +151,15 @@ static const char *parse_ops(struct ftpad_options *o, const char *value, char *w
 	return NULL;
 }
 
+static const char *parse_exit(struct ftpad_options *o, const char *value, char *why)
+{
+	unsigned n;
+	if (parse_count(value, 0, 1, &n, why))
+		return why;
+	o->exits = n;
+	return NULL;
+}
+
 static const char *parse_unsafe_ipa_ra(struct ftpad_options *o, const char *value, char *why)
 {
 	unsigned n;
@@ -212,6 +221,7 @@ static const struct {
 	{"before", parse_before},
 	{"after", parse_after},
 	{"ops", parse_ops},
+	{"exit", parse_exit},
 	{"include", parse_include},
 	{"exclude", parse_exclude},
 	{"exclude-section", parse_exclude_section},
@@ -370,6 +380,28 @@ static bool parse_abi_first(struct ftpad_options *o, const struct ftpad_arg *arg
 	return ok;
 }
 
+/* Exit sites exist only where libftpad reads them: ftpad's own records of
+ * the user ABI.  Checked once every argument is known, so order is free. */
+static bool check_exit(const struct ftpad_options *o, const struct ftpad_arg *args, size_t count,
+		       const struct ftpad_diag *diag)
+{
+	const char *why = NULL;
+	if (!o->exits)
+		return true;
+	if (o->abi == FTPAD_ABI_KERNEL)
+		why = "the kernel ABI has no exit sites";
+	else if (o->record != FTPAD_RECORD_FTPAD)
+		why = "exit sites are recorded only with record=ftpad";
+	if (!why)
+		return true;
+	for (size_t i = count; i-- > 0;)
+		if (!strcmp(args[i].key, "exit")) {
+			diag->bad_argument(diag->ctx, args[i].flag, why);
+			break;
+		}
+	return false;
+}
+
 bool ftpad_parse_arguments(struct ftpad_options *o, const struct ftpad_arg *args, size_t count,
 			   const struct ftpad_diag *diag)
 {
@@ -391,6 +423,7 @@ bool ftpad_parse_arguments(struct ftpad_options *o, const struct ftpad_arg *args
 			ok = false;
 		}
 	}
+	ok &= check_exit(o, args, count, diag);
 	for (size_t i = 0; i < count; i++)
 		if (!strcmp(args[i].key, "policy") && args[i].value && *args[i].value)
 			ok &= read_policy_file(o, args[i].value, diag);
