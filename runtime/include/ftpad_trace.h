@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ftpad_trace.h - the one definition of a trace directory's binary parts,
+ * which libftpad's recorder writes and `ftpad replay/report/dump/flame/live`
+ * read.  docs/format.md "The trace directory" says the same in prose, with
+ * the text files beside them; keep the two in step.
+ *
+ * Everything is little-endian, whatever machine wrote it, so a trace taken
+ * on one machine reads on another.  Plain C with nothing beyond <stdint.h>.
+ */
+#ifndef FTPAD_TRACE_H
+#define FTPAD_TRACE_H
+
+#include <stdint.h>
+
+#define FTPAD_TRACE_VERSION 1
+#define FTPAD_TRACE_MAGIC "FTPADTRC" /* 8 bytes, no NUL */
+
+/* What an event says (the top 4 bits of struct ftpad_event.what). */
+enum ftpad_event_kind {
+	FTPAD_EVENT_ENTRY = 0,     /* a function was entered at site `site` */
+	FTPAD_EVENT_EXIT = 1,      /* it returned, through exit site `site` */
+	FTPAD_EVENT_TAIL_EXIT = 2, /* it left by a tail call through `site` */
+	FTPAD_EVENT_LOST = 3,      /* `sp` events were dropped (buffer full) just before */
+	FTPAD_EVENT_SIGNAL = 4,    /* a signal handler starts; `site` holds the signal number */
+	FTPAD_EVENT_SIGRETURN = 5, /* ... and returned normally; `site`: the signal number */
+	/* The thread jumped out of frames (longjmp, an exception, a context
+	 * switch) to stack pointer `sp`: every open frame entered below it has
+	 * been left.  Optional: a reader finds the same from the sp of the
+	 * next entry or exit, but later. */
+	FTPAD_EVENT_UNWIND = 6,
+};
+#define FTPAD_EVENT_KINDS 16 /* a reader skips (and counts) kinds it does not know */
+
+#define FTPAD_EVENT_SITE_BITS 28
+#define FTPAD_EVENT_SITE_MASK ((1u << FTPAD_EVENT_SITE_BITS) - 1)
+
+/*
+ * One event: 16 bytes.
+ *
+ * time: the clock's raw ticks (TSC on x86_64, CNTVCT_EL0 on aarch64); the
+ *       trace's info file says how ticks become nanoseconds.
+ * what: kind << 28 | site, where site is the site's id in its image's
+ *       `sites` file (ENTRY, EXIT, TAIL_EXIT), or what the kind says.
+ * sp:   the low 32 bits of the stack pointer the function had at the site:
+ *       at an entry it points at the return address on x86_64 and is the
+ *       caller's sp on aarch64, and an exit site sits after the epilogue,
+ *       so a function's exit has its entry's sp.  The reader compares
+ *       stack pointers as signed 32-bit differences, so a stack may be up
+ *       to 2 GiB deep.  LOST: the number of events dropped.
+ */
+struct ftpad_event {
+	uint64_t time;
+	uint32_t what;
+	uint32_t sp;
+};
+
+static inline unsigned ftpad_event_kind(const struct ftpad_event *e)
+{
+	return e->what >> FTPAD_EVENT_SITE_BITS;
+}
+
+static inline uint32_t ftpad_event_site(const struct ftpad_event *e)
+{
+	return e->what & FTPAD_EVENT_SITE_MASK;
+}
+
+static inline uint32_t ftpad_event_what(unsigned kind, uint32_t site)
+{
+	return (uint32_t)kind << FTPAD_EVENT_SITE_BITS | (site & FTPAD_EVENT_SITE_MASK);
+}
+
+/*
+ * The start of each thread's events file, <image>/<tid>.events: 64 bytes,
+ * then events to the end of the file.  A file cut short (the process was
+ * killed while writing) ends at its last whole event.
+ */
+struct ftpad_trace_thread_header {
+	char magic[8];        /* FTPAD_TRACE_MAGIC */
+	uint16_t version;     /* FTPAD_TRACE_VERSION */
+	uint16_t header_size; /* sizeof(struct ftpad_trace_thread_header): 64 */
+	uint16_t event_size;  /* sizeof(struct ftpad_event): 16 */
+	uint16_t arch;        /* enum ftpad_site_arch (<ftpad_site.h>) */
+	uint32_t pid;
+	uint32_t tid;
+	char comm[16];        /* the thread's name at its first event, NUL-padded */
+	uint64_t reserved[3]; /* 0 */
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct ftpad_event) == 16, "an event is 16 bytes");
+static_assert(sizeof(struct ftpad_trace_thread_header) == 64, "the header is 64 bytes");
+#else
+_Static_assert(sizeof(struct ftpad_event) == 16, "an event is 16 bytes");
+_Static_assert(sizeof(struct ftpad_trace_thread_header) == 64, "the header is 64 bytes");
+#endif
+
+#endif /* FTPAD_TRACE_H */
