@@ -16,12 +16,10 @@ import os
 import pathlib
 import re
 
-import capstone
 import pytest
 
-import ftpadtest
 from ftpadtest import (A64_NOP, A64_PLUGIN, BUILD, FLAG_BTI, FLAG_ENDBR, FLAG_MOV_X9, FTPAD_BIN,
-                       INCLUDE, LIBFTPAD_A, NOP5, PLUGIN, Image, check_records, check_site_aarch64,
+                       INCLUDE, NOP5, PLUGIN, Image, check_records, check_site_aarch64,
                        check_site_x86_64, plugin_flags, run, starts_with_pad)
 
 SRC = pathlib.Path(__file__).parent / "src"

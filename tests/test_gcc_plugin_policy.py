@@ -86,18 +86,18 @@ def test_attribute_in_cxx(tmp_path, plugin):
         check_site(image, sites["main"], 0, 5)
 
 
-@pytest.mark.parametrize("compiler", ["gcc", "g++", "aarch64-linux-gnu-gcc-12",
+@pytest.mark.parametrize("driver", ["gcc", "g++", "aarch64-linux-gnu-gcc-12",
                                       "aarch64-linux-gnu-g++-12"])
 @pytest.mark.parametrize("with_plugin", [True, False])
-def test_has_attribute(tmp_path, compiler, with_plugin, plugin):
-    cxx = compiler.endswith("g++") or compiler.endswith("g++-12")
+def test_has_attribute(tmp_path, driver, with_plugin, plugin):
+    cxx = driver.endswith("g++") or driver.endswith("g++-12")
     src = tmp_path / "h.c"
     src.write_text("static_assert(__has_attribute(ftpad) == EXPECT, \"\");\n" if cxx else
                    "_Static_assert(__has_attribute(ftpad) == EXPECT, \"\");\n")
-    plugin_path = A64_PLUGIN if compiler.startswith("aarch64") else PLUGIN
+    plugin_path = A64_PLUGIN if driver.startswith("aarch64") else PLUGIN
     flags = plugin_flags(plugin_path) if with_plugin else []
     lang = ["-x", "c++"] if cxx else []
-    run([compiler, *lang, *flags, f"-DEXPECT={int(with_plugin)}", "-c", src,
+    run([driver, *lang, *flags, f"-DEXPECT={int(with_plugin)}", "-c", src,
          "-o", tmp_path / "h.o"])
 
 

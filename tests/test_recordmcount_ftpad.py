@@ -22,7 +22,7 @@ from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
 import ftpadtest
-from ftpadtest import (BUILD, FLAG_BTI, FLAG_ENDBR, FLAG_MOV_X9, INCLUDE, NOP5, ROOT, Image,
+from ftpadtest import (BUILD, FLAG_BTI, FLAG_ENDBR, INCLUDE, NOP5, ROOT, Image,
                        run)
 from test_comdat import LINKERS, surviving_functions
 

@@ -20,7 +20,6 @@ import struct
 import pytest
 from elftools.elf.elffile import ELFFile
 
-import ftpadtest
 from ftpadtest import A64_PLUGIN, PLUGIN, ROOT, run
 
 SOURCES = ROOT / "recordmcount"

@@ -12,7 +12,6 @@ import shutil
 
 import pytest
 
-import ftpadtest
 from ftpadtest import A64_PLUGIN, BUILD, run
 
 SRC = pathlib.Path(__file__).parent / "runtime"

@@ -15,7 +15,6 @@ decoding it), in the expected caller."""
 import collections
 import os
 import pathlib
-import re
 import shutil
 import struct
 
