@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "flame.h"
+
 #ifndef FTPAD_VERSION
 #define FTPAD_VERSION "unknown"
 #endif
@@ -41,6 +43,7 @@ struct record_opts {
 
 static const char usage_text[] =
 	"usage: ftpad record [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]\n"
+	"       ftpad flame --folded FILE -o OUT.svg   (see 'ftpad flame --help')\n"
 	"       ftpad --help | --version\n"
 	"\n"
 	"record  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
@@ -211,6 +214,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "record"))
 		return cmd_record(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "flame"))
+		return ftpad_flame_command(argc - 1, argv + 1);
 	if (argv[1][0] == '-')
 		return usage_error("unknown option '%s'", argv[1]);
 	return usage_error("unknown command '%s'", argv[1]);
