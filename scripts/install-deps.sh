@@ -67,7 +67,13 @@ packages=(
   # hash the plugin and its policy file, distcc's objects must match local
   # ones (tests/test_build_caches.py, docs/build-caches.md)
   ccache distcc
+  # the real-browser tests (tests/test_browser.py): headless Chromium shows
+  # ftpad flame's SVG and speedscope, driven over the DevTools protocol
+  chromium python3-websocket
 )
+# npm installs speedscope (pinned) for tests/test_browser.py into
+# /var/cache/ftpad/npm; Debian's npm if no node and npm are here already
+command -v npm >/dev/null && command -v node >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
