@@ -8,8 +8,6 @@ with exactly the frames its folded input implies.  A Chrome Trace Event
 JSON of a real program run opens in speedscope (npm, pinned, cached outside
 the clone), whose screenshot is not blank and whose sandwich table lists
 the recorded functions."""
-import json
-import pathlib
 import random
 import re
 import shutil
@@ -248,60 +246,16 @@ def recorded_calls(plugin, tmp_path):
     """The call tree of a real run of PROGRAM under `ftpad record`, as
     nested [name, children] lists.
 
-    LEAD: this reads the text recorder of today ("<comm>-<tid> <function>
-    <-<caller>" per entry, no exits, no times), rebuilding the nesting from
-    the callers.  When `ftpad record` writes a trace directory, replace
-    recorded_calls() and chrome_json() by `ftpad dump --chrome DIR` and
-    `ftpad dump --folded DIR` of the recorded run."""
+    LEAD: this reads the text recorder of today (no exits, no times; see
+    browser.calls_of_text_record).  When `ftpad record` writes a trace
+    directory, replace recorded_calls(), browser.chrome_json() and
+    browser.folded_of() by `ftpad dump --chrome DIR` and `ftpad dump
+    --folded DIR` of the recorded run."""
     (tmp_path / "prog.c").write_text(PROGRAM)
     run(["gcc", "-O2", f"-fplugin={plugin}", tmp_path / "prog.c", "-o", tmp_path / "prog"])
     p = run([FTPAD_BIN, "record", "-o", tmp_path / "calls.txt", "--", tmp_path / "prog"])
     assert p.stdout == "9570\n"
-    root = ["<root>", []]
-    stack = [root]
-    for line in (tmp_path / "calls.txt").read_text().splitlines():
-        m = re.fullmatch(r"\S+-\d+ (\S+) <-(\S+)", line)
-        if not m:
-            continue
-        name, caller = m.groups()
-        while len(stack) > 1 and stack[-1][0] != caller:
-            stack.pop()
-        node = [name, []]
-        stack[-1][1].append(node)
-        stack.append(node)
-    return root[1]
-
-
-def chrome_json(calls, self_us=1.0):
-    """Trace Event JSON with B/E pairs, each call given SELF_US of its own
-    time (the text recorder has no times)."""
-    events, clock = [], [0.0]
-
-    def emit(node):
-        events.append({"name": node[0], "ph": "B", "ts": clock[0], "pid": 1, "tid": 1})
-        clock[0] += self_us
-        for kid in node[1]:
-            emit(kid)
-        events.append({"name": node[0], "ph": "E", "ts": clock[0], "pid": 1, "tid": 1})
-
-    for node in calls:
-        emit(node)
-    return json.dumps({"traceEvents": events, "displayTimeUnit": "ns"})
-
-
-def folded_of(calls, self_ns=1000):
-    lines = {}
-
-    def walk(node, path):
-        path = path + [node[0]]
-        key = ";".join(path)
-        lines[key] = lines.get(key, 0) + self_ns
-        for kid in node[1]:
-            walk(kid, path)
-
-    for node in calls:
-        walk(node, [])
-    return "".join(f"{k} {v}\n" for k, v in sorted(lines.items()))
+    return browser.calls_of_text_record((tmp_path / "calls.txt").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -310,7 +264,7 @@ def recorded(plugin, libftpad, tmp_path_factory):
 
 
 def test_recorded_run_draws_as_a_flame_graph(recorded, chromium, tmp_path):
-    svg = flame(tmp_path, folded_of(recorded), "run")
+    svg = flame(tmp_path, browser.folded_of(recorded), "run")
     names = {g.get("data-name") for g in svg_frames(svg)}
     assert names == FUNCTIONS | {"all"}
     leaf = [g for g in svg_frames(svg) if g.get("data-name") == "leaf_square"]
@@ -331,7 +285,7 @@ def speedscope():
 def test_speedscope_shows_the_recorded_functions(recorded, speedscope, chromium, tmp_path):
     site = tmp_path / "site"
     shutil.copytree(speedscope, site)
-    (site / "trace.json").write_text(chrome_json(recorded))
+    (site / "trace.json").write_text(browser.chrome_json(recorded))
     with browser.serve(site) as url:
         chromium.open(f"{url}/index.html#profileURL={url}/trace.json")
         assert chromium.wait_for("!!document.querySelector('canvas') && "
