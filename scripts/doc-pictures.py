@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Make the pictures of docs/tracing.md: a recorded run of a small program
+as `ftpad flame` draws it (whole, and zoomed on one frame) and as speedscope
+shows it, each a screenshot of Debian's headless Chromium cropped to what
+matters.
+
+    FTPAD_BUILD=build scripts/doc-pictures.py [OUTDIR]   (default docs/pictures)
+
+Needs the build (the GCC plugin, libftpad, bin/ftpad), chromium,
+python3-websocket and npm (scripts/install-deps.sh)."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import browser  # noqa: E402
+
+BUILD = pathlib.Path(os.environ.get("FTPAD_BUILD", ROOT / "build")).resolve()
+WIDTH = 900
+
+# A small program with a shape worth looking at: a parse step, a hot loop
+# two calls deep, and a report.
+PROGRAM = r"""
+#include <stdio.h>
+#include <string.h>
+#define N 64
+static unsigned table[N];
+__attribute__((noinline)) unsigned hash_word(const char *w)
+{
+	unsigned h = 5381;
+	while (*w)
+		h = h * 33 + (unsigned char)*w++;
+	return h;
+}
+__attribute__((noinline)) void count_word(const char *w) { table[hash_word(w) % N]++; }
+__attribute__((noinline)) int parse_args(int argc) { return argc > 1 ? 2 : 1; }
+__attribute__((noinline)) void count_words(const char *text, int rounds)
+{
+	char word[32];
+	for (int r = 0; r < rounds; r++)
+		for (const char *p = text; *p;) {
+			size_t n = strcspn(p, " ");
+			memcpy(word, p, n);
+			word[n] = 0;
+			count_word(word);
+			p += n + (p[n] == ' ');
+		}
+}
+__attribute__((noinline)) void format_line(int i) { if (table[i]) printf("%2d %u\n", i, table[i]); }
+__attribute__((noinline)) void print_report(void) { for (int i = 0; i < N; i++) format_line(i); }
+int main(int argc, char **argv)
+{
+	(void)argv;
+	count_words("the quick brown fox jumps over the lazy dog", 4 * parse_args(argc));
+	print_report();
+	return 0;
+}
+"""
+
+
+def record(work):
+    (work / "words.c").write_text(PROGRAM)
+    subprocess.run(["gcc", "-O2", f"-fplugin={BUILD / 'gcc-plugin' / 'ftpad.so'}",
+                    work / "words.c", "-o", work / "words"], check=True)
+    subprocess.run([BUILD / "bin" / "ftpad", "record", "-o", work / "calls.txt", "--",
+                    work / "words"], check=True, stdout=subprocess.DEVNULL)
+    # LEAD: `ftpad dump --folded/--chrome` of the trace directory, when it lands.
+    return browser.calls_of_text_record((work / "calls.txt").read_text())
+
+
+def save(png, path):
+    path.write_bytes(png)
+    print(f"{path}: {len(png)} bytes")
+
+
+def flame_pictures(c, work, calls, out):
+    (work / "words.folded").write_text(browser.folded_of(calls))
+    svg = work / "words.svg"
+    subprocess.run([BUILD / "bin" / "ftpad", "flame", "--folded", work / "words.folded",
+                    "--width", str(WIDTH), "--title", "words: a recorded run", "-o", svg],
+                   check=True)
+    c.open(svg.as_uri())
+    c.wait_for("typeof window.ftpadZoom === 'function'")
+    height = c.eval("+document.documentElement.getAttribute('height')")
+    save(c.screenshot(WIDTH, height), out / "flame.png")
+    c.eval("ftpadZoom('count_words'); ftpadSearch('hash')")
+    save(c.screenshot(WIDTH, height), out / "flame-zoomed.png")
+
+
+def speedscope_picture(c, work, calls, out):
+    site = work / "site"
+    shutil.copytree(browser.speedscope_dir(), site)
+    (site / "words.json").write_text(browser.chrome_json(calls))
+    with browser.serve(site) as url:
+        c.open(f"{url}/index.html#profileURL={url}/words.json")
+        c.wait_for("document.title.includes('words.json') && !!document.querySelector('canvas')")
+        save(c.screenshot(WIDTH, 260), out / "speedscope.png")
+
+
+def main():
+    out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "pictures")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ftpad-pictures-") as tmp, \
+            browser.Chromium(WIDTH, 600) as c:
+        work = pathlib.Path(tmp)
+        calls = record(work)
+        flame_pictures(c, work, calls, out)
+        speedscope_picture(c, work, calls, out)
+
+
+if __name__ == "__main__":
+    main()
