@@ -8,6 +8,7 @@ with exactly the frames its folded input implies.  A Chrome Trace Event
 JSON of a real program run opens in speedscope (npm, pinned, cached outside
 the clone), whose screenshot is not blank and whose sandwich table lists
 the recorded functions."""
+import os
 import random
 import re
 import shutil
@@ -120,6 +121,17 @@ def test_svg_is_the_same_bytes_for_the_same_stacks(tmp_path):
     a = flame(tmp_path, FOLDED, "a").read_bytes()
     b = flame(tmp_path, "\n".join(lines) + "\n", "b").read_bytes()
     assert a == b
+
+
+def test_svg_file_gets_the_usual_permissions(tmp_path):
+    """Written through a temporary and a rename, but not left 0600."""
+    mask = os.umask(0o022)
+    try:
+        svg = flame(tmp_path, FOLDED)
+    finally:
+        os.umask(mask)
+    assert svg.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.folded", "f.svg"]
 
 
 def test_bad_folded_line_is_an_error_naming_file_and_line(tmp_path):

@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define EXIT_USAGE 2
@@ -146,6 +147,14 @@ static FILE *open_folded(const struct flame_args *a)
 	return in;
 }
 
+static mode_t current_umask(void)
+{
+	mode_t mask = umask(0);
+
+	umask(mask);
+	return mask;
+}
+
 static int write_svg_file(FILE *in, const struct flame_args *a)
 {
 	size_t len = strlen(a->output);
@@ -158,6 +167,9 @@ static int write_svg_file(FILE *in, const struct flame_args *a)
 	memcpy(tmp, a->output, len);
 	memcpy(tmp + len, ".tmpXXXXXX", sizeof(".tmpXXXXXX"));
 	fd = mkstemp(tmp);
+	/* mkstemp makes it 0600; the SVG is for sharing, like any new file */
+	if (fd >= 0)
+		fchmod(fd, 0666 & ~current_umask());
 	if (fd < 0 || !(out = fdopen(fd, "w"))) {
 		fprintf(stderr, "ftpad: error: flame: cannot create '%s': %s\n", tmp, strerror(errno));
 		if (fd >= 0) {
