@@ -143,7 +143,10 @@ class Chromium:
                       clickCount=0 if kind == "mouseMoved" else 1)
 
     def screenshot(self, width=None, height=None):
-        """A PNG of the page's top-left corner (the whole viewport by default)."""
+        """A PNG of the page's top-left corner (the whole viewport by default),
+        after two animation frames, so that what the page drew in its last
+        requestAnimationFrame (speedscope's canvas) is painted."""
+        self.eval("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
         params = {"format": "png"}
         if width and height:
             params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}

@@ -8,6 +8,7 @@ with exactly the frames its folded input implies.  A Chrome Trace Event
 JSON of a real program run opens in speedscope (npm, pinned, cached outside
 the clone), whose screenshot is not blank and whose sandwich table lists
 the recorded functions."""
+import json
 import os
 import random
 import re
@@ -132,6 +133,14 @@ def test_svg_file_gets_the_usual_permissions(tmp_path):
         os.umask(mask)
     assert svg.stat().st_mode & 0o777 == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.folded", "f.svg"]
+
+
+def test_folded_from_stdin_with_crlf_and_blank_lines():
+    """`--folded -` reads stdin; CRLF, trailing blanks and blank lines are
+    the same stacks as clean lines."""
+    clean = run([FTPAD_BIN, "flame", "--folded", "-", "-o", "-"], input=FOLDED).stdout
+    messy = FOLDED.replace("\n", "  \r\n\n")
+    assert run([FTPAD_BIN, "flame", "--folded", "-", "-o", "-"], input=messy).stdout == clean
 
 
 def test_bad_folded_line_is_an_error_naming_file_and_line(tmp_path):
@@ -313,7 +322,12 @@ def test_speedscope_shows_the_recorded_functions(recorded, speedscope, chromium,
             .filter(e => e.textContent.trim().endsWith('Sandwich') && e.children.length <= 1)
             .pop().getBoundingClientRect(); return [e.x + e.width / 2, e.y + e.height / 2]; })()""")
         chromium.click(*box)
-        assert chromium.wait_for("document.body.innerText.includes('Symbol Name')")
+        # The table's heading comes before its rows: wait for the names.
+        names = json.dumps(sorted(FUNCTIONS))
+        chromium.wait_for(f"""(() => {{
+            const rows = document.body.innerText.split('Symbol Name')[1] || '';
+            return {names}.every(n => rows.split(/\\s+/).includes(n)); }})()""")
         text = chromium.eval("document.body.innerText")
+        assert "Symbol Name" in text, text
         table = text.split("Symbol Name", 1)[1].split()
         assert FUNCTIONS <= set(table), text

@@ -213,7 +213,7 @@ static int split_count(char *text, size_t *stack_len, uint64_t *ns)
 {
 	size_t len = strlen(text);
 
-	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+	while (len && strchr(" \t\r\n", text[len - 1]))
 		text[--len] = '\0';
 	char *blank = strrchr(text, ' ');
 	char *tab = strrchr(text, '\t');
