@@ -8,11 +8,13 @@ with exactly the frames its folded input implies.  A Chrome Trace Event
 JSON of a real program run opens in speedscope (npm, pinned, cached outside
 the clone), whose screenshot is not blank and whose sandwich table lists
 the recorded functions."""
+import contextlib
 import json
 import os
 import random
 import re
 import shutil
+import stat
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -133,6 +135,29 @@ def test_svg_file_gets_the_usual_permissions(tmp_path):
         os.umask(mask)
     assert svg.stat().st_mode & 0o777 == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.folded", "f.svg"]
+
+
+def test_svg_to_a_fifo_keeps_the_fifo(tmp_path):
+    """-o names a FIFO (or /dev/stdout, /dev/null): the SVG goes into it; a
+    temporary and a rename would have replaced it by a regular file."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    src = tmp_path / "f.folded"
+    src.write_text(FOLDED)
+    # The read end is open before the writer comes; the SVG (7 KB) fits in
+    # the pipe's buffer, so nothing has to read while ftpad writes.
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        p = run([FTPAD_BIN, "flame", "--folded", src, "-o", fifo], check=False)
+        got = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(fd, 65536):
+                got += chunk
+    finally:
+        os.close(fd)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got == run([FTPAD_BIN, "flame", "--folded", src, "-o", "-"]).stdout.encode()
 
 
 def test_folded_from_stdin_with_crlf_and_blank_lines():

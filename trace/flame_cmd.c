@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -195,6 +196,35 @@ static int write_svg_file(FILE *in, const struct flame_args *a)
 	return err;
 }
 
+/* A device, FIFO or socket (-o /dev/stdout, a pipe): written to as it is.
+ * A rename would replace it with a regular file, and as root that can be
+ * /dev/null. */
+static bool is_special_file(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+static int write_svg_in_place(FILE *in, const struct flame_args *a)
+{
+	FILE *out = fopen(a->output, "w");
+	int err;
+
+	if (!out) {
+		fprintf(stderr, "ftpad: error: flame: cannot open '%s': %s\n", a->output,
+			strerror(errno));
+		return -1;
+	}
+	err = ftpad_flame_svg(in, out, &a->opts);
+	if (fclose(out) && !err) {
+		fprintf(stderr, "ftpad: error: flame: writing '%s' failed: %s\n", a->output,
+			strerror(errno));
+		err = -1;
+	}
+	return err;
+}
+
 int ftpad_flame_command(int argc, char **argv)
 {
 	struct flame_args a = { 0 };
@@ -208,6 +238,8 @@ int ftpad_flame_command(int argc, char **argv)
 		return 1;
 	if (!strcmp(a.output, "-"))
 		err = ftpad_flame_svg(in, stdout, &a.opts);
+	else if (is_special_file(a.output))
+		err = write_svg_in_place(in, &a);
 	else
 		err = write_svg_file(in, &a);
 	if (in != stdin)
