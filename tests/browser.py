@@ -15,6 +15,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import tempfile
@@ -45,15 +46,15 @@ class Chromium:
             raise RuntimeError("python3-websocket is missing: run scripts/install-deps.sh")
         if not os.access(CHROMIUM, os.X_OK):
             raise RuntimeError("chromium is missing: run scripts/install-deps.sh")
-        self.profile = tempfile.TemporaryDirectory(prefix="ftpad-chromium-")
+        self.profile = tempfile.mkdtemp(prefix="ftpad-chromium-")
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
              "--no-first-run", "--no-default-browser-check", "--hide-scrollbars",
              "--disable-extensions", "--disable-background-networking",
              "--remote-debugging-port=0", "--remote-allow-origins=*",
-             f"--user-data-dir={self.profile.name}", "about:blank"],
+             f"--user-data-dir={self.profile}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True)
+            text=True, start_new_session=True)  # its helpers share its process group
         try:
             self.ws = websocket.create_connection(self._page_socket(), timeout=PATIENCE)
         except BaseException:
@@ -153,16 +154,27 @@ class Chromium:
         return base64.b64decode(self.call("Page.captureScreenshot", **params)["data"])
 
     def close(self):
+        """Stop the browser and every helper process it started (its
+        process group, led by the browser), then remove its profile: a
+        renderer still writing would otherwise race the removal."""
         with contextlib.suppress(Exception):
             self.ws.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=PATIENCE)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.profile.cleanup()
+        group = self.proc.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=PATIENCE)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+        self.proc.wait()
+        deadline = time.monotonic() + PATIENCE
+        with contextlib.suppress(ProcessLookupError):
+            while time.monotonic() < deadline:
+                os.killpg(group, 0)  # raises once the last helper is gone
+                time.sleep(0.05)
+        shutil.rmtree(self.profile)
 
     def __enter__(self):
         return self
