@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/* dump.c - `ftpad dump --chrome|--perfetto|--folded DIR [-o FILE]`. */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "viewers.h"
+
+static const char dump_usage[] =
+	"usage: ftpad dump --chrome|--perfetto|--folded [-o FILE] DIR\n";
+
+int trace_cmd_dump(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "chrome", no_argument, NULL, 'c' },
+		{ "perfetto", no_argument, NULL, 'p' },
+		{ "folded", no_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int (*dump)(struct trace *, const char *) = NULL;
+	const char *out = NULL;
+	struct trace t;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': dump = trace_dump_chrome; break;
+		case 'p': dump = trace_dump_perfetto; break;
+		case 'f': dump = trace_dump_folded; break;
+		case 'o': out = optarg; break;
+		case 'h': return fputs(dump_usage, stdout), 0;
+		default: return trace_usage_error("dump: bad option '%s'", argv[optind - 1]);
+		}
+	}
+	if (!dump)
+		return trace_usage_error("dump: %s", "say which format: --chrome, --perfetto or --folded");
+	if (optind != argc - 1)
+		return trace_usage_error("dump: %s", "want one trace directory");
+	if (trace_open(&t, argv[optind], 0))
+		return 1;
+	rc = dump(&t, out);
+	trace_close(&t);
+	return rc;
+}

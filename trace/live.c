@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * live.c - `ftpad live [DIR | -- PROG ARGS]`: a `top` of functions.
+ *
+ * Each refresh opens the directory afresh and walks it whole (at tens of
+ * millions of events a second this is cheap, and it needs no state that a
+ * growing file could put out of step).  It stops after --iterations, or
+ * once the trace is finished: info has its closing `exit=` line, or the
+ * program it started has ended.  With `-- PROG` it runs
+ * `ftpad record -o TMPDIR -- PROG ARGS` itself and follows TMPDIR, which it
+ * keeps for replay.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "out.h"
+#include "viewers.h"
+
+struct live_opts {
+	const char *dir;
+	char **prog;
+	long interval_ms, iterations;
+	size_t rows;
+	enum stats_key key;
+	int tty;
+};
+
+/* Has the recorder written its summary (docs/format.md: `exit=` at the end)? */
+static int trace_finished(const char *dir)
+{
+	char path[4096], line[256];
+	FILE *f;
+	int done = 0;
+
+	snprintf(path, sizeof(path), "%s/info", dir);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		done |= !strncmp(line, "exit=", 5);
+	fclose(f);
+	return done;
+}
+
+static size_t screen_rows(const struct live_opts *o)
+{
+	struct winsize ws;
+
+	if (o->rows)
+		return o->rows;
+	if (o->tty && !ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_row > 6)
+		return ws.ws_row - 5u;
+	return 20;
+}
+
+static void refresh(const struct live_opts *o, long iteration, int last)
+{
+	struct out *out = out_open(NULL);
+	struct stats_walk s;
+	struct tree_stats total;
+	struct trace t;
+	uint32_t *order;
+	char said[256];
+	size_t n;
+
+	if (o->tty)
+		out_str(out, "\033[H\033[J");
+	out_str(out, "ftpad live: ");
+	out_str(out, o->dir);
+	out_str(out, last ? " (finished)" : "");
+	out_str(out, ", refresh ");
+	out_u64(out, (uint64_t)iteration);
+	out_char(out, '\n');
+	snprintf(said, sizeof(said), "%s/info", o->dir);
+	if (access(said, F_OK) || trace_open(&t, o->dir, !last)) {
+		out_str(out, "  (no trace yet)\n");
+		out_close(out);
+		return;
+	}
+	stats_collect(&t, &s, &total);
+	n = stats_order(&t, &s, o->key, &order);
+	stats_print(out, &t, &s, order, n < screen_rows(o) ? n : screen_rows(o));
+	tree_stats_say(&total, said, sizeof(said));
+	out_str(out, "# ");
+	out_str(out, said);
+	out_char(out, '\n');
+	out_close(out);
+	free(order);
+	free(s.by_sym);
+	trace_close(&t);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, ms % 1000 * 1000000 };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* `ftpad record -o DIR -- PROG ARGS` from this very binary. */
+static pid_t start_record(const struct live_opts *o)
+{
+	size_t n = 0, i;
+	char **argv;
+	pid_t pid;
+
+	while (o->prog[n])
+		n++;
+	argv = calloc(n + 6, sizeof(*argv));
+	argv[0] = "ftpad";
+	argv[1] = "record";
+	argv[2] = "-o";
+	argv[3] = (char *)o->dir;
+	argv[4] = "--";
+	for (i = 0; i < n; i++)
+		argv[5 + i] = o->prog[i];
+	pid = fork();
+	if (pid == 0) {
+		/* The program's own output would scroll the table away. */
+		if (o->tty && freopen("/dev/null", "w", stdout) == NULL)
+			_exit(127);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	free(argv);
+	return pid;
+}
+
+static int follow(struct live_opts *o, pid_t child)
+{
+	int status = 0, done = 0;
+	long i;
+
+	for (i = 1; !done; i++) {
+		if (child > 0 && waitpid(child, &status, WNOHANG) == child)
+			child = 0, done = 1;
+		if (child < 0 && trace_finished(o->dir))
+			done = 1;
+		if (o->iterations && i >= o->iterations)
+			done = 1;
+		refresh(o, i, done);
+		if (!done)
+			sleep_ms(o->interval_ms);
+	}
+	if (child > 0)
+		waitpid(child, &status, 0);
+	if (!o->dir || child < 0)
+		return 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static const char live_usage[] =
+	"usage: ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] DIR\n"
+	"       ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] -- PROG [ARGS...]\n";
+
+int trace_cmd_live(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "iterations", required_argument, NULL, 'I' },
+		{ "rows", required_argument, NULL, 'n' },
+		{ "sort", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct live_opts o = { .interval_ms = 1000, .tty = isatty(STDOUT_FILENO) };
+	char tmp[] = "/tmp/ftpad-live.XXXXXX";
+	char *end;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+n:s:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			o.interval_ms = strtol(optarg, &end, 10);
+			if (*end || o.interval_ms < 1)
+				return trace_usage_error("live: bad --interval '%s' (milliseconds)", optarg);
+			break;
+		case 'I':
+			o.iterations = strtol(optarg, &end, 10);
+			if (*end || o.iterations < 1)
+				return trace_usage_error("live: bad --iterations '%s'", optarg);
+			break;
+		case 'n':
+			o.rows = (size_t)strtoul(optarg, &end, 10);
+			if (*end || !o.rows)
+				return trace_usage_error("live: bad row count '%s'", optarg);
+			break;
+		case 's':
+			if (stats_key_parse(optarg, &o.key))
+				return trace_usage_error("live: unknown sort key '%s'", optarg);
+			break;
+		case 'h':
+			return fputs(live_usage, stdout), 0;
+		default:
+			return trace_usage_error("live: bad option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc && !strcmp(argv[optind - 1], "--")) {
+		if (!mkdtemp(tmp))
+			return fprintf(stderr, "ftpad: error: %s: %s\n", tmp, strerror(errno)), 1;
+		rmdir(tmp); /* record makes it */
+		o.dir = tmp;
+		o.prog = argv + optind;
+		rc = follow(&o, start_record(&o));
+		fprintf(stderr, "ftpad: live: the trace is kept in %s\n", tmp);
+		return rc;
+	}
+	if (optind != argc - 1)
+		return trace_usage_error("live: %s", "want a trace directory, or -- PROG ARGS");
+	o.dir = argv[optind];
+	if (access(o.dir, F_OK))
+		return fprintf(stderr, "ftpad: error: %s: %s\n", o.dir, strerror(errno)), 1;
+	return follow(&o, -1);
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/* out.c - see out.h. */
+#define _GNU_SOURCE
+#include "out.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct out *out_open(const char *path)
+{
+	struct out *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	if (!path || !strcmp(path, "-")) {
+		o->f = stdout;
+		return o;
+	}
+	o->path = strdup(path);
+	if (asprintf(&o->tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
+		exit(1);
+	o->f = fopen(o->tmp, "w");
+	if (!o->f) {
+		fprintf(stderr, "ftpad: error: %s: %s\n", o->tmp, strerror(errno));
+		free(o->tmp);
+		free(o->path);
+		free(o);
+		return NULL;
+	}
+	return o;
+}
+
+void out_flush(struct out *o)
+{
+	if (o->len && fwrite(o->buf, 1, o->len, o->f) != o->len)
+		o->failed = errno ? errno : EIO;
+	o->len = 0;
+}
+
+int out_close(struct out *o)
+{
+	int rc = 0;
+
+	out_flush(o);
+	if (fflush(o->f) || ferror(o->f))
+		o->failed = errno ? errno : EIO;
+	if (o->tmp) {
+		if (fclose(o->f))
+			o->failed = errno ? errno : EIO;
+		if (!o->failed && rename(o->tmp, o->path))
+			o->failed = errno;
+		if (o->failed)
+			unlink(o->tmp);
+	}
+	if (o->failed && o->failed != EPIPE) {
+		fprintf(stderr, "ftpad: error: %s: %s\n", o->path ? o->path : "standard output",
+			strerror(o->failed));
+		rc = -1;
+	}
+	free(o->tmp);
+	free(o->path);
+	free(o);
+	return rc;
+}
+
+void out_duration(struct out *o, int64_t ns)
+{
+	static const char *const unit[] = { " us", " ms", "  s" };
+	uint64_t v = ns < 0 ? 0 : (uint64_t)ns, frac;
+	unsigned i = 0;
+
+	/* uftrace's units: the largest that keeps the integer part below 1000. */
+	frac = v % 1000;
+	v /= 1000;
+	while (v >= 1000 && i < 2) {
+		frac = v % 1000;
+		v /= 1000;
+		i++;
+	}
+	out_u64w(o, v, 3);
+	out_char(o, '.');
+	out_u64w(o, frac / 100, 0);
+	out_u64w(o, frac / 10 % 10, 0);
+	out_u64w(o, frac % 10, 0);
+	out_str(o, unit[i]);
+}
+
+void out_json_str(struct out *o, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	out_char(o, '"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			out_char(o, '\\');
+			out_char(o, (char)c);
+		} else if (c < 0x20) {
+			out_str(o, "\\u00");
+			out_char(o, hex[c >> 4]);
+			out_char(o, hex[c & 15]);
+		} else {
+			out_char(o, (char)c);
+		}
+	}
+	out_char(o, '"');
+}

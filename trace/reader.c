@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reader.c - opens a trace directory as docs/format.md "The trace
+ * directory" describes it.  The events files are mapped, never copied: a
+ * viewer walks a 1 GB trace in place.
+ */
+#define _GNU_SOURCE
+#include "reader.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void trace_warn(struct trace *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	t->warnings++;
+	fputs("ftpad: warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static int trace_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int trace_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ftpad: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return -1;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p) {
+		fputs("ftpad: error: out of memory\n", stderr);
+		exit(1);
+	}
+	return p;
+}
+
+static char *xstrdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	return memcpy(xrealloc(NULL, n), s, n);
+}
+
+static char *path_join(const char *a, const char *b)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", a, b) < 0)
+		exit(1);
+	return p;
+}
+
+/* The whole of a small text file, NUL-terminated; NULL with errno set. */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t len = 0, cap = 0, got;
+
+	if (!f)
+		return NULL;
+	do {
+		if (cap - len < 4096)
+			buf = xrealloc(buf, cap = cap * 2 + 4096);
+		got = fread(buf + len, 1, cap - len - 1, f);
+		len += got;
+	} while (got);
+	fclose(f);
+	buf[len] = 0;
+	return buf;
+}
+
+/* --- interning: open addressing over indexes, grown at half full --- */
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+static void hash_grow(struct trace_hash *h, size_t n, uint64_t (*key)(const struct trace *, uint32_t),
+		      const struct trace *t)
+{
+	size_t size = h->slots ? (h->mask + 1) * 2 : 64, i;
+
+	if (h->slots && (n + 1) * 2 <= h->mask + 1)
+		return; /* room for one more */
+	free(h->slots);
+	h->slots = xrealloc(NULL, size * sizeof(*h->slots));
+	memset(h->slots, 0, size * sizeof(*h->slots));
+	h->mask = size - 1;
+	for (i = 0; i < n; i++) {
+		size_t j = key(t, (uint32_t)i) & h->mask;
+
+		while (h->slots[j])
+			j = (j + 1) & h->mask;
+		h->slots[j] = (uint32_t)i + 1;
+	}
+}
+
+static uint64_t sym_key(const struct trace *t, uint32_t i)
+{
+	return hash_str(t->syms[i]);
+}
+
+uint32_t trace_sym(struct trace *t, const char *name)
+{
+	size_t j;
+
+	hash_grow(&t->sym_hash, t->nsyms, sym_key, t);
+	for (j = hash_str(name) & t->sym_hash.mask; t->sym_hash.slots[j]; j = (j + 1) & t->sym_hash.mask)
+		if (!strcmp(t->syms[t->sym_hash.slots[j] - 1], name))
+			return t->sym_hash.slots[j] - 1;
+	if (t->nsyms == t->syms_cap)
+		t->syms = xrealloc(t->syms, (t->syms_cap = t->syms_cap * 2 + 256) * sizeof(*t->syms));
+	t->syms[t->nsyms] = xstrdup(name);
+	t->sym_hash.slots[j] = (uint32_t)++t->nsyms;
+	return (uint32_t)(t->nsyms - 1);
+}
+
+static uint64_t func_hash_of(uint64_t addr, uint32_t module, uint32_t sym)
+{
+	return (addr * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)module << 32 | sym) * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t func_key(const struct trace *t, uint32_t i)
+{
+	const struct trace_func *f = &t->funcs[i];
+
+	return func_hash_of(f->addr, f->mod, f->sym);
+}
+
+/* A function is its entry address, module and name (the same in a forked
+ * child as in its parent, so both share one). */
+static uint32_t trace_func(struct trace *t, uint64_t addr, const char *module, const char *name)
+{
+	uint32_t mod = trace_sym(t, module), sym;
+	char *shown = NULL;
+	size_t j;
+
+	if (*name) {
+		sym = trace_sym(t, name);
+	} else {
+		const char *base = strrchr(module, '/');
+
+		if (asprintf(&shown, "0x%" PRIx64 "@%s", addr, base ? base + 1 : module) < 0)
+			exit(1);
+		sym = trace_sym(t, shown);
+		free(shown);
+	}
+	hash_grow(&t->func_hash, t->nfuncs, func_key, t);
+	for (j = func_hash_of(addr, mod, sym) & t->func_hash.mask; t->func_hash.slots[j];
+	     j = (j + 1) & t->func_hash.mask) {
+		const struct trace_func *f = &t->funcs[t->func_hash.slots[j] - 1];
+
+		if (f->addr == addr && f->sym == sym && f->mod == mod)
+			return t->func_hash.slots[j] - 1;
+	}
+	if (t->nfuncs == t->funcs_cap)
+		t->funcs = xrealloc(t->funcs, (t->funcs_cap = t->funcs_cap * 2 + 256) * sizeof(*t->funcs));
+	t->funcs[t->nfuncs] = (struct trace_func){ .addr = addr, .module = t->syms[mod], .mod = mod,
+						      .sym = sym };
+	t->func_hash.slots[j] = (uint32_t)++t->nfuncs;
+	return (uint32_t)(t->nfuncs - 1);
+}
+
+/* --- info and image: key=value lines --- */
+
+static int parse_clock_sync(struct trace *t, const char *path, const char *v, uint64_t pairs[][2],
+			    int *npairs)
+{
+	uint64_t ticks, ns;
+	int used;
+
+	if (sscanf(v, "%" SCNu64 " %" SCNu64 "%n", &ticks, &ns, &used) != 2 || v[used])
+		return trace_error("%s: bad clock_sync line '%s' (want 'TICKS NS')", path, v);
+	if (*npairs == 0)
+		pairs[(*npairs)++][0] = ticks, pairs[0][1] = ns;
+	else
+		pairs[1][0] = ticks, pairs[1][1] = ns, *npairs = 2;
+	(void)t;
+	return 0;
+}
+
+static int set_clock(struct trace *t, const char *path, uint64_t pairs[][2], int npairs)
+{
+	t->clock = (struct trace_clock){ .mult = 1ull << 32 };
+	if (npairs == 0)
+		return trace_error("%s: no clock_sync line: times cannot be converted", path);
+	t->clock.t0 = pairs[0][0];
+	t->clock.ns0 = (int64_t)pairs[0][1];
+	if (npairs < 2 || pairs[1][0] == pairs[0][0]) {
+		trace_warn(t, "%s: one clock_sync point only; a tick is taken for a nanosecond", path);
+		return 0;
+	}
+	if (pairs[1][0] < pairs[0][0] || pairs[1][1] < pairs[0][1])
+		return trace_error("%s: clock_sync goes backwards", path);
+	t->clock.mult = (uint64_t)(((unsigned __int128)(pairs[1][1] - pairs[0][1]) << 32) /
+				   (pairs[1][0] - pairs[0][0]));
+	return 0;
+}
+
+static int read_info(struct trace *t)
+{
+	char *path = path_join(t->dir, "info"), *text = slurp(path), *line, *save = NULL;
+	uint64_t pairs[2][2] = { { 0 } };
+	int npairs = 0, format = 0, rc = 0;
+
+	if (!text) {
+		rc = trace_error("%s: not a trace directory: %s: %s", t->dir, path, strerror(errno));
+		goto out;
+	}
+	for (line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+		char *v = strchr(line, '=');
+
+		if (!v)
+			continue;
+		*v++ = 0;
+		if (!strcmp(line, "format"))
+			format = atoi(v);
+		else if (!strcmp(line, "arch"))
+			snprintf(t->arch, sizeof(t->arch), "%s", v);
+		else if (!strcmp(line, "clock"))
+			snprintf(t->clock_name, sizeof(t->clock_name), "%s", v);
+		else if (!strcmp(line, "command"))
+			free(t->command), t->command = xstrdup(v);
+		else if (!strcmp(line, "clock_sync"))
+			rc = parse_clock_sync(t, path, v, pairs, &npairs);
+	}
+	if (!rc && format != FTPAD_TRACE_VERSION)
+		rc = trace_error("%s: trace format %d is not the one this ftpad reads (%d)", path, format,
+				 FTPAD_TRACE_VERSION);
+	if (!rc)
+		rc = set_clock(t, path, pairs, npairs);
+out:
+	free(text);
+	free(path);
+	return rc;
+}
+
+static void read_image_file(struct trace_image *im, const char *path)
+{
+	char *text = slurp(path), *line, *save = NULL;
+
+	if (!text)
+		return; /* optional for reading the events: the sites are what matter */
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *v = strchr(line, '=');
+
+		if (!v)
+			continue;
+		*v++ = 0;
+		if (!strcmp(line, "ppid"))
+			im->ppid = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(line, "exe"))
+			im->exe = xstrdup(v);
+		else if (!strcmp(line, "argv"))
+			im->argv = xstrdup(v);
+		else if (!strcmp(line, "forked_from"))
+			im->forked_from = xstrdup(v);
+		else if (!strcmp(line, "exec_from"))
+			im->exec_from = xstrdup(v);
+	}
+	free(text);
+}
+
+/* --- sites: id TAB kind TAB addr TAB flags TAB name TAB module --- */
+
+static int parse_site_line(struct trace *t, struct trace_image *im, const char *path, unsigned lineno,
+			   char *line)
+{
+	char *col[6], *end;
+	unsigned long id;
+	uint64_t addr;
+	int kind, n = 0;
+
+	for (col[n++] = line; n < 6 && (line = strchr(line, '\t')); col[n++] = ++line)
+		*line = 0;
+	if (n < 6)
+		return trace_error("%s:%u: %d columns, want 6 (id kind addr flags name module)", path,
+				   lineno, n);
+	id = strtoul(col[0], &end, 10);
+	if (*end || end == col[0] || id > FTPAD_EVENT_SITE_MASK)
+		return trace_error("%s:%u: bad site id '%s'", path, lineno, col[0]);
+	if (!strcmp(col[1], "entry"))
+		kind = TRACE_SITE_ENTRY;
+	else if (!strcmp(col[1], "exit"))
+		kind = TRACE_SITE_EXIT;
+	else if (!strcmp(col[1], "tail-exit"))
+		kind = TRACE_SITE_TAIL_EXIT;
+	else
+		return trace_error("%s:%u: unknown site kind '%s'", path, lineno, col[1]);
+	addr = strtoull(col[2], &end, 16);
+	if (*end || end == col[2])
+		return trace_error("%s:%u: bad address '%s'", path, lineno, col[2]);
+	if (id >= im->nsites) {
+		uint32_t old = im->nsites;
+
+		im->nsites = (uint32_t)id + 1;
+		im->sites = xrealloc(im->sites, im->nsites * sizeof(*im->sites));
+		for (; old < im->nsites; old++)
+			im->sites[old] = (struct trace_site){ .func = TRACE_NONE };
+	}
+	im->sites[id].func = trace_func(t, addr, col[5], col[4]);
+	im->sites[id].kind = (uint8_t)kind;
+	if (strstr(col[3], "noexit"))
+		t->funcs[im->sites[id].func].noexit = 1;
+	return 0;
+}
+
+static int read_sites(struct trace *t, struct trace_image *im, const char *dir)
+{
+	char *path = path_join(dir, "sites"), *text = slurp(path), *line, *next;
+	unsigned lineno = 0;
+	int rc = 0;
+
+	if (!text) {
+		rc = trace_error("%s: %s", path, strerror(errno));
+		goto out;
+	}
+	for (line = text; *line && !rc; line = next) {
+		next = strchr(line, '\n');
+		lineno++;
+		if (!next) { /* being written: the last line is not whole yet */
+			if (!t->quiet)
+				trace_warn(t, "%s:%u: line cut short; ignored", path, lineno);
+			break;
+		}
+		*next++ = 0;
+		rc = parse_site_line(t, im, path, lineno, line);
+	}
+out:
+	free(text);
+	free(path);
+	return rc;
+}
+
+/* --- events files --- */
+
+int trace_check_header(const struct trace *t, const char *path, const void *bytes, size_t len,
+		       struct trace_thread *th)
+{
+	struct ftpad_trace_thread_header h;
+
+	(void)t;
+	if (len < sizeof(h))
+		return trace_error("%s: %zu bytes, shorter than the %zu-byte header", path, len,
+				   sizeof(h));
+	memcpy(&h, bytes, sizeof(h));
+	if (memcmp(h.magic, FTPAD_TRACE_MAGIC, sizeof(h.magic)))
+		return trace_error("%s: not an ftpad events file (no FTPADTRC magic)", path);
+	if (h.version != FTPAD_TRACE_VERSION)
+		return trace_error("%s: events format version %u is not the one this ftpad reads (%d)",
+				   path, h.version, FTPAD_TRACE_VERSION);
+	if (h.header_size < sizeof(h) || h.header_size > len ||
+	    h.event_size != sizeof(struct ftpad_event))
+		return trace_error("%s: header says %u-byte header and %u-byte events; want %zu and %zu",
+				   path, h.header_size, h.event_size, sizeof(h),
+				   sizeof(struct ftpad_event));
+	th->pid = h.pid;
+	th->tid = h.tid;
+	memcpy(th->comm, h.comm, sizeof(h.comm));
+	th->comm[16] = 0;
+	return h.header_size;
+}
+
+static int map_thread(struct trace *t, struct trace_thread *th)
+{
+	int fd = open(th->path, O_RDONLY | O_CLOEXEC), header;
+	struct stat st;
+	size_t body;
+
+	if (fd < 0 || fstat(fd, &st))
+		return trace_error("%s: %s", th->path, strerror(errno));
+	th->map_len = (size_t)st.st_size;
+	th->map = th->map_len ? mmap(NULL, th->map_len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+	close(fd);
+	if (th->map == MAP_FAILED) {
+		th->map = NULL;
+		return trace_error("%s: mmap: %s", th->path, strerror(errno));
+	}
+	if (th->map_len)
+		madvise(th->map, th->map_len, MADV_SEQUENTIAL | MADV_WILLNEED);
+	header = trace_check_header(t, th->path, th->map, th->map_len, th);
+	if (header < 0)
+		return -1;
+	body = th->map_len - (size_t)header;
+	th->events = (const struct ftpad_event *)((const char *)th->map + header);
+	th->nevents = body / sizeof(struct ftpad_event);
+	if (body % sizeof(struct ftpad_event) && !t->quiet)
+		trace_warn(t, "%s: cut short: read to its last whole event (%zu), %zu stray bytes ignored",
+			   th->path, th->nevents, body % sizeof(struct ftpad_event));
+	return 0;
+}
+
+static int by_tid(const void *a, const void *b)
+{
+	const struct trace_thread *x = a, *y = b;
+
+	return x->tid != y->tid ? (x->tid < y->tid ? -1 : 1) : strcmp(x->path, y->path);
+}
+
+static int read_threads(struct trace *t, struct trace_image *im, const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t cap = 0;
+	int rc = 0;
+
+	if (!d)
+		return trace_error("%s: %s", dir, strerror(errno));
+	while ((de = readdir(d)) && !rc) {
+		size_t n = strlen(de->d_name);
+
+		if (n < 8 || strcmp(de->d_name + n - 7, ".events"))
+			continue;
+		if (im->nthreads == cap)
+			im->threads = xrealloc(im->threads, (cap = cap * 2 + 8) * sizeof(*im->threads));
+		im->threads[im->nthreads] = (struct trace_thread){ .path = path_join(dir, de->d_name) };
+		rc = map_thread(t, &im->threads[im->nthreads++]);
+	}
+	closedir(d);
+	qsort(im->threads, im->nthreads, sizeof(*im->threads), by_tid);
+	return rc;
+}
+
+/* --- the directory --- */
+
+static int image_name(const char *s, uint32_t *pid, uint32_t *n)
+{
+	unsigned long a, b;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return 0;
+	a = strtoul(s, &end, 10);
+	if (*end != '.' || end[1] < '0' || end[1] > '9')
+		return 0;
+	b = strtoul(end + 1, &end, 10);
+	if (*end)
+		return 0;
+	*pid = (uint32_t)a;
+	*n = (uint32_t)b;
+	return 1;
+}
+
+static int by_image(const void *a, const void *b)
+{
+	const struct trace_image *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+static int read_images(struct trace *t)
+{
+	DIR *d = opendir(t->dir);
+	struct dirent *de;
+	size_t cap = 0, i;
+	int rc = 0;
+
+	if (!d)
+		return trace_error("%s: %s", t->dir, strerror(errno));
+	while ((de = readdir(d))) {
+		uint32_t pid, n;
+
+		if (!image_name(de->d_name, &pid, &n))
+			continue;
+		if (t->nimages == cap)
+			t->images = xrealloc(t->images, (cap = cap * 2 + 4) * sizeof(*t->images));
+		t->images[t->nimages++] = (struct trace_image){ .name = xstrdup(de->d_name), .pid = pid,
+								 .n = n };
+	}
+	closedir(d);
+	/* Sorted first, so that functions are numbered the same way every time. */
+	qsort(t->images, t->nimages, sizeof(*t->images), by_image);
+	for (i = 0; i < t->nimages && !rc; i++) {
+		struct trace_image *im = &t->images[i];
+		char *dir = path_join(t->dir, im->name), *file = path_join(dir, "image");
+
+		read_image_file(im, file);
+		rc = read_sites(t, im, dir);
+		if (!rc)
+			rc = read_threads(t, im, dir);
+		free(file);
+		free(dir);
+	}
+	return rc;
+}
+
+static void find_first_ns(struct trace *t)
+{
+	int any = 0;
+	size_t i, j;
+
+	t->first_ns = 0;
+	for (i = 0; i < t->nimages; i++)
+		for (j = 0; j < t->images[i].nthreads; j++) {
+			const struct trace_thread *th = &t->images[i].threads[j];
+			int64_t ns;
+
+			if (!th->nevents)
+				continue;
+			ns = trace_ticks_to_ns(&t->clock, th->events[0].time);
+			if (!any || ns < t->first_ns)
+				t->first_ns = ns;
+			any = 1;
+		}
+}
+
+int trace_open(struct trace *t, const char *dir, int quiet)
+{
+	struct stat st;
+
+	memset(t, 0, sizeof(*t));
+	t->quiet = quiet;
+	t->dir = xstrdup(dir);
+	if (stat(dir, &st))
+		return trace_error("%s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return trace_error("%s: not a directory (a trace is a directory made by ftpad record)",
+				   dir);
+	if (read_info(t) || read_images(t))
+		return -1;
+	find_first_ns(t);
+	return 0;
+}
+
+void trace_close(struct trace *t)
+{
+	size_t i, j;
+
+	for (i = 0; i < t->nimages; i++) {
+		struct trace_image *im = &t->images[i];
+
+		for (j = 0; j < im->nthreads; j++) {
+			if (im->threads[j].map)
+				munmap(im->threads[j].map, im->threads[j].map_len);
+			free(im->threads[j].path);
+		}
+		free(im->threads);
+		free(im->sites);
+		free(im->name);
+		free(im->exe);
+		free(im->argv);
+		free(im->forked_from);
+		free(im->exec_from);
+	}
+	for (i = 0; i < t->nsyms; i++)
+		free(t->syms[i]);
+	free(t->syms);
+	free(t->funcs);
+	free(t->images);
+	free(t->func_hash.slots);
+	free(t->sym_hash.slots);
+	free(t->command);
+	free(t->dir);
+	memset(t, 0, sizeof(*t));
+}

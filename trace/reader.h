@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reader.h - opening a trace directory (docs/format.md "The trace
+ * directory"): its info, each image's image and sites files, and each
+ * thread's events, mapped read-only so that a viewer walks them in place.
+ */
+#ifndef FTPAD_TRACE_READER_H
+#define FTPAD_TRACE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ftpad_trace.h"
+
+#define TRACE_NONE UINT32_MAX
+
+/* The kinds of the sites file's second column. */
+enum trace_site_kind { TRACE_SITE_ENTRY, TRACE_SITE_EXIT, TRACE_SITE_TAIL_EXIT };
+
+struct trace_site {
+	uint32_t func; /* index into trace.funcs, TRACE_NONE for an id never listed */
+	uint8_t kind;  /* enum trace_site_kind */
+};
+
+/*
+ * A function: one entry address in one module.  Two functions can share a
+ * name (static functions of two files); the call tree tells them apart by
+ * `func`, and report/folded aggregate by `sym`, the name a user reads.
+ */
+struct trace_func {
+	uint64_t addr;
+	const char *module;
+	uint32_t mod;  /* the module's index into trace.syms */
+	uint32_t sym;  /* index into trace.syms */
+	uint8_t noexit; /* entries only: the sites file said `noexit` */
+};
+
+struct trace_thread {
+	char *path;
+	uint32_t pid, tid;
+	char comm[17];
+	const struct ftpad_event *events; /* in the mapping */
+	size_t nevents;
+	void *map;
+	size_t map_len;
+};
+
+struct trace_image {
+	char *name; /* "<pid>.<n>" */
+	uint32_t pid, ppid, n;
+	char *exe, *argv, *forked_from, *exec_from;
+	struct trace_site *sites;
+	uint32_t nsites;
+	struct trace_thread *threads; /* sorted by tid */
+	size_t nthreads;
+};
+
+/* ns = ns0 + (ticks - t0) * mult >> 32: the line through the first and the
+ * last clock_sync pair, in fixed point so that it is exact when a tick is
+ * a nanosecond and costs one multiply an event. */
+struct trace_clock {
+	uint64_t t0;
+	int64_t ns0;
+	uint64_t mult;
+};
+
+static inline int64_t trace_ticks_to_ns(const struct trace_clock *c, uint64_t ticks)
+{
+	__int128 d = (__int128)(int64_t)(ticks - c->t0) * (__int128)c->mult;
+	return c->ns0 + (int64_t)(d >> 32);
+}
+
+struct trace_hash {
+	uint32_t *slots; /* index + 1, 0 = empty */
+	size_t mask;
+};
+
+struct trace {
+	char *dir;
+	char arch[16], clock_name[16];
+	char *command;
+	struct trace_clock clock;
+	int64_t first_ns; /* the earliest first event of any thread: the viewers' zero */
+	struct trace_image *images; /* sorted by pid, then n */
+	size_t nimages;
+	struct trace_func *funcs;
+	size_t nfuncs, funcs_cap;
+	char **syms; /* display names: the function's name, or 0xADDR@module */
+	size_t nsyms, syms_cap;
+	struct trace_hash func_hash, sym_hash;
+	uint64_t warnings; /* cut files, unknown site ids ... said on stderr */
+	int quiet;         /* live: a file being written is not cut short */
+};
+
+/* Opens DIR, or says why not on stderr and returns -1. */
+int trace_open(struct trace *t, const char *dir, int quiet);
+void trace_close(struct trace *t);
+
+/* Interns a display name (also for marks such as "[signal 10]"). */
+uint32_t trace_sym(struct trace *t, const char *name);
+
+/* Parses one events file's header; fills th's pid/tid/comm.  Returns 0, or
+ * -1 after saying why (file names `path`). */
+int trace_check_header(const struct trace *t, const char *path, const void *bytes, size_t len,
+		       struct trace_thread *th);
+
+void trace_warn(struct trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

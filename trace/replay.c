@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replay.c - `ftpad replay DIR`: each thread's call tree with durations,
+ * as `uftrace replay` prints it.  A frame is printed when it is known to
+ * be a leaf ("f();" with its duration, at its close) or when its first
+ * child appears ("f() {", closed later by "} / * f * /" with the duration),
+ * so replay streams: one pass, nothing kept but the open frames.
+ */
+#define _GNU_SOURCE
+#include <fnmatch.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "out.h"
+#include "viewers.h"
+
+/* tree_frame.user: flags, and how many shown frames are open below it. */
+#define PENDING 1u /* its "f() {" line is not out yet */
+#define SHOWN 2u
+#define HIDING 4u  /* it or a frame below it matched -N */
+#define VDEPTH_SHIFT 3
+
+struct replay {
+	struct out *o;
+	uint8_t *only;   /* per sym: -F matched */
+	uint8_t *hidden; /* per sym: -N matched */
+	int have_only;
+	char tid_col[16]; /* " [  1234] | " */
+	size_t tid_len;
+};
+
+static const char blank_duration[] = "          ";
+
+static void line_start(struct replay *r, int64_t dur, int has_dur, uint32_t vdepth)
+{
+	if (has_dur)
+		out_duration(r->o, dur);
+	else
+		out_mem(r->o, blank_duration, 10);
+	out_mem(r->o, r->tid_col, r->tid_len);
+	out_fill(r->o, ' ', 2 * (size_t)vdepth);
+}
+
+static uint32_t vdepth_of(const struct tree_frame *f)
+{
+	return f->user >> VDEPTH_SHIFT;
+}
+
+/* A shown frame's first child: out goes its "f() {" line. */
+static void open_parent(struct tree_walk *w)
+{
+	struct replay *r = w->ctx;
+	struct tree_frame *p;
+
+	if (w->depth < 1)
+		return;
+	p = &w->stack[w->depth - 1];
+	if ((p->user & (PENDING | SHOWN)) != (PENDING | SHOWN))
+		return;
+	p->user &= ~PENDING;
+	line_start(r, 0, 0, vdepth_of(p) - 1);
+	out_str(r->o, trace_frame_name(w->trace, p));
+	out_str(r->o, p->func == TRACE_NONE ? " {\n" : "() {\n");
+}
+
+static int hides(const struct replay *r, struct trace *t, uint32_t sym)
+{
+	return r->hidden && sym < t->nsyms && r->hidden[sym];
+}
+
+/* Is a new frame of `sym`, above the `top` open frames, shown?  Below a
+ * -N frame nothing is; below a shown frame all is; else -F decides. */
+static int shown_under_top(struct tree_walk *w, uint32_t sym, size_t top)
+{
+	struct replay *r = w->ctx;
+	const struct tree_frame *p = top ? &w->stack[top - 1] : NULL;
+
+	if ((p && p->user & HIDING) || hides(r, w->trace, sym))
+		return 0;
+	if (p ? !!(p->user & SHOWN) : !r->have_only)
+		return 1;
+	return r->only && sym < w->trace->nsyms && r->only[sym];
+}
+
+static uint32_t top_vdepth(struct tree_walk *w, size_t top)
+{
+	return top ? vdepth_of(&w->stack[top - 1]) : 0;
+}
+
+static void replay_open(struct tree_walk *w, struct tree_frame *f)
+{
+	struct replay *r = w->ctx;
+	size_t top = w->depth - 1; /* open frames below f */
+	uint32_t sym = f->func == TRACE_NONE ? TRACE_NONE : w->trace->funcs[f->func].sym;
+	int shown = shown_under_top(w, sym, top);
+	int hiding = (top && w->stack[top - 1].user & HIDING) || hides(r, w->trace, sym);
+
+	if (shown) {
+		w->depth--; /* open_parent looks at the top */
+		open_parent(w);
+		w->depth++;
+	}
+	f->user = (shown ? SHOWN | PENDING : 0) | (hiding ? HIDING : 0) |
+		  (top_vdepth(w, top) + (uint32_t)shown) << VDEPTH_SHIFT;
+}
+
+static void replay_close(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how)
+{
+	struct replay *r = w->ctx;
+	const char *name;
+
+	if (!(f->user & SHOWN))
+		return;
+	name = trace_frame_name(w->trace, f);
+	line_start(r, end - f->start, 1, vdepth_of(f) - 1);
+	if (f->user & PENDING) {
+		out_str(r->o, name);
+		out_str(r->o, f->func == TRACE_NONE ? " {}" : "();");
+		if (how == TREE_UNWOUND)
+			out_str(r->o, " /* unwound */");
+	} else {
+		out_str(r->o, "} /* ");
+		out_str(r->o, name);
+		if (how == TREE_UNWOUND)
+			out_str(r->o, ", unwound");
+		out_str(r->o, " */");
+	}
+	out_char(r->o, '\n');
+}
+
+static void replay_entry_only(struct tree_walk *w, uint32_t func, int64_t time)
+{
+	struct replay *r = w->ctx;
+	uint32_t sym = w->trace->funcs[func].sym;
+
+	(void)time;
+	if (!shown_under_top(w, sym, w->depth))
+		return;
+	open_parent(w);
+	line_start(r, 0, 0, top_vdepth(w, w->depth));
+	out_str(r->o, w->trace->syms[sym]);
+	out_str(r->o, "(); /* entry only */\n");
+}
+
+static void replay_lost(struct tree_walk *w, uint32_t count, int64_t time)
+{
+	struct replay *r = w->ctx;
+
+	(void)time;
+	if (w->depth && !(w->stack[w->depth - 1].user & SHOWN))
+		return;
+	open_parent(w);
+	line_start(r, 0, 0, top_vdepth(w, w->depth));
+	out_str(r->o, "/* LOST ");
+	out_u64(r->o, count);
+	out_str(r->o, count == 1 ? " event: buffer full */\n" : " events: buffer full */\n");
+}
+
+static const struct tree_ops replay_ops = {
+	.open = replay_open,
+	.close = replay_close,
+	.entry_only = replay_entry_only,
+	.lost = replay_lost,
+};
+
+/* Per-symbol flags from a list of globs. */
+static uint8_t *match_globs(struct trace *t, char **globs, size_t n)
+{
+	uint8_t *m;
+	size_t i, j;
+
+	if (!n)
+		return NULL;
+	m = calloc(t->nsyms + 1, 1);
+	for (i = 0; i < t->nsyms; i++)
+		for (j = 0; j < n && !m[i]; j++)
+			m[i] = !fnmatch(globs[j], t->syms[i], 0);
+	return m;
+}
+
+static void thread_heading(struct replay *r, struct trace *t, const struct trace_image *im,
+			   const struct trace_thread *th)
+{
+	(void)t;
+	out_str(r->o, "#\n# thread ");
+	out_u64(r->o, th->tid);
+	out_str(r->o, " (");
+	out_str(r->o, th->comm);
+	out_str(r->o, ") of ");
+	out_str(r->o, im->name);
+	if (im->exe) {
+		out_str(r->o, " ");
+		out_str(r->o, im->exe);
+	}
+	if (im->forked_from) {
+		out_str(r->o, ", forked from ");
+		out_str(r->o, im->forked_from);
+	}
+	if (im->exec_from) {
+		out_str(r->o, ", exec from ");
+		out_str(r->o, im->exec_from);
+	}
+	out_char(r->o, '\n');
+	snprintf(r->tid_col, sizeof(r->tid_col), " [%6u] | ", th->tid);
+	r->tid_len = strlen(r->tid_col);
+}
+
+static int tid_wanted(const char *tids, uint32_t tid)
+{
+	char buf[16];
+	const char *p;
+	size_t n;
+
+	if (!tids)
+		return 1;
+	n = (size_t)snprintf(buf, sizeof(buf), "%u", tid);
+	for (p = tids; (p = strstr(p, buf)); p += n)
+		if ((p == tids || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+			return 1;
+	return 0;
+}
+
+static const char replay_usage[] =
+	"usage: ftpad replay [-F GLOB]... [-N GLOB]... [--tid TID[,TID...]] DIR\n";
+
+int trace_cmd_replay(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "filter", required_argument, NULL, 'F' },
+		{ "notrace", required_argument, NULL, 'N' },
+		{ "tid", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	char **only = calloc((size_t)argc, sizeof(char *)), **hide = calloc((size_t)argc, sizeof(char *));
+	size_t nonly = 0, nhide = 0, i, j;
+	const char *tids = NULL;
+	struct replay r = { 0 };
+	struct tree_walk w;
+	struct trace t;
+	char said[256];
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "F:N:h", longopts, NULL)) != -1) {
+		if (c == 'F')
+			only[nonly++] = optarg;
+		else if (c == 'N')
+			hide[nhide++] = optarg;
+		else if (c == 't')
+			tids = optarg;
+		else if (c == 'h')
+			return fputs(replay_usage, stdout), 0;
+		else
+			return trace_usage_error("replay: bad option '%s'", argv[optind - 1]);
+	}
+	if (optind != argc - 1)
+		return trace_usage_error("replay: %s", "want one trace directory");
+	if (trace_open(&t, argv[optind], 0))
+		return 1;
+	r.o = out_open(NULL);
+	r.only = match_globs(&t, only, nonly);
+	r.hidden = match_globs(&t, hide, nhide);
+	r.have_only = nonly > 0;
+	tree_walk_init(&w, &t, &replay_ops, &r);
+	out_str(r.o, "# DURATION     TID     FUNCTION\n");
+	for (i = 0; i < t.nimages; i++)
+		for (j = 0; j < t.images[i].nthreads; j++) {
+			const struct trace_thread *th = &t.images[i].threads[j];
+
+			if (!tid_wanted(tids, th->tid))
+				continue;
+			thread_heading(&r, &t, &t.images[i], th);
+			tree_walk_thread(&w, &t.images[i], th);
+			tree_stats_say(&w.st, said, sizeof(said));
+			out_str(r.o, "# ");
+			out_str(r.o, said);
+			out_char(r.o, '\n');
+		}
+	rc = out_close(r.o) ? 1 : 0;
+	tree_walk_free(&w);
+	free(r.only);
+	free(r.hidden);
+	free(only);
+	free(hide);
+	trace_close(&t);
+	return rc;
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * viewers.h - the `ftpad` subcommands that read a trace, one file each,
+ * and what they share.  ftpad.c hands them over through
+ * ftpad_trace_main().
+ */
+#ifndef FTPAD_TRACE_VIEWERS_H
+#define FTPAD_TRACE_VIEWERS_H
+
+#include "tree.h"
+
+#define EXIT_TRACE_USAGE 2
+
+/* Is `cmd` one of the viewers?  Then ftpad_trace_main() runs it with
+ * argv[0] == cmd. */
+int ftpad_trace_is_command(const char *cmd);
+int ftpad_trace_main(const char *cmd, int argc, char **argv);
+
+int trace_cmd_replay(int argc, char **argv);
+int trace_cmd_report(int argc, char **argv);
+int trace_cmd_dump(int argc, char **argv);
+int trace_cmd_live(int argc, char **argv);
+
+int trace_dump_chrome(struct trace *t, const char *out);
+int trace_dump_perfetto(struct trace *t, const char *out);
+int trace_dump_folded(struct trace *t, const char *out);
+
+int trace_usage_error(const char *fmt, const char *arg);
+
+/* "[signal SIGUSR1]": a signal mark's name, interned. */
+uint32_t trace_signal_sym(struct trace *t, uint32_t signo);
+
+/* The name shown for a frame: its function's, or its signal mark's. */
+static inline const char *trace_frame_name(struct trace *t, const struct tree_frame *f)
+{
+	return t->syms[f->func == TRACE_NONE ? trace_signal_sym(t, f->signo) : t->funcs[f->func].sym];
+}
+
+/* A frame's category in the dumps: a function's, or a signal handler's. */
+static inline const char *trace_frame_cat(const struct tree_frame *f)
+{
+	return f->func == TRACE_NONE ? "signal" : "function";
+}
+
+/* Per-function statistics, shared by report and live. */
+struct func_stats {
+	uint64_t calls, unwound, entry_only;
+	int64_t total, self, max;
+	uint32_t open; /* frames of it open now: recursion counts its time once */
+};
+
+struct stats_walk {
+	struct func_stats *by_sym; /* indexed by trace.syms; marks included */
+	size_t nsyms;
+};
+
+/* Walks every thread into per-symbol statistics; frees with free(s->by_sym). */
+void stats_collect(struct trace *t, struct stats_walk *s, struct tree_stats *total);
+
+/* Sort keys for report and live. */
+enum stats_key { KEY_TOTAL, KEY_SELF, KEY_CALLS, KEY_AVG, KEY_MAX, KEY_NAME };
+int stats_key_parse(const char *s, enum stats_key *key);
+/* The symbols with calls, in order; returns their count. */
+size_t stats_order(struct trace *t, const struct stats_walk *s, enum stats_key key,
+		   uint32_t **order);
+/* Writes the table (report's body, live's screen). */
+struct out;
+void stats_print(struct out *o, struct trace *t, const struct stats_walk *s, const uint32_t *order,
+		 size_t n);
+
+#endif
