@@ -80,8 +80,9 @@ add_custom_command(OUTPUT ${a64_dir}/bin/ftpad
   COMMAND ${FTPAD_AARCH64_GCC_PATH} -std=gnu11 -O2 -g -Wall -Wextra
     -DFTPAD_VERSION="${PROJECT_VERSION}" -DFTPAD_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"
     -DFTPAD_BUILD_LIB="../libftpad.so"
-    ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c -o ${a64_dir}/bin/ftpad
-  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c
+    -I${FTPAD_TRACE_DIR} -I${FTPAD_PUBLIC_INCLUDE}
+    ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${FTPAD_TRACE_SOURCES} -o ${a64_dir}/bin/ftpad
+  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${FTPAD_TRACE_SOURCES}
   COMMENT "aarch64: ftpad"
   VERBATIM)
 add_custom_target(ftpad_aarch64_tool ALL DEPENDS ${a64_dir}/bin/ftpad)

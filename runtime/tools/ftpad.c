@@ -19,7 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "flame.h"
+#include "flame.h"   /* trace/: ftpad flame */
+#include "viewers.h" /* trace/: replay, report, dump, live */
 
 #ifndef FTPAD_VERSION
 #define FTPAD_VERSION "unknown"
@@ -43,6 +44,7 @@ struct record_opts {
 
 static const char usage_text[] =
 	"usage: ftpad record [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]\n"
+	"       ftpad replay|report|dump|live ...   (docs/tracing.md; each takes --help)\n"
 	"       ftpad flame --folded FILE -o OUT.svg   (see 'ftpad flame --help')\n"
 	"       ftpad --help | --version\n"
 	"\n"
@@ -216,6 +218,8 @@ int main(int argc, char **argv)
 		return cmd_record(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "flame"))
 		return ftpad_flame_command(argc - 1, argv + 1);
+	if (ftpad_trace_is_command(argv[1]))
+		return ftpad_trace_main(argv[1], argc - 1, argv + 1);
 	if (argv[1][0] == '-')
 		return usage_error("unknown option '%s'", argv[1]);
 	return usage_error("unknown command '%s'", argv[1]);
