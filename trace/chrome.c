@@ -58,9 +58,9 @@ static void chrome_entry_only(struct tree_walk *w, uint32_t func, int64_t time)
 	struct chrome *c = w->ctx;
 	const char *name = w->trace->syms[w->trace->funcs[func].sym];
 
-	event_head(c, w->trace, name, "entry-only", 'B', time);
+	event_head(c, w->trace, name, "entry_only", 'B', time);
 	out_str(c->o, c->pid_tid);
-	event_head(c, w->trace, name, "entry-only", 'E', time);
+	event_head(c, w->trace, name, "entry_only", 'E', time);
 	out_str(c->o, ",\"args\":{\"entry_only\":true}");
 	out_str(c->o, c->pid_tid);
 }

@@ -158,8 +158,8 @@ static void perfetto_entry_only(struct tree_walk *w, uint32_t func, int64_t time
 {
 	const char *name = w->trace->syms[w->trace->funcs[func].sym];
 
-	emit_event(w->ctx, time, TYPE_SLICE_BEGIN, name, "entry-only");
-	emit_event(w->ctx, time, TYPE_SLICE_END, NULL, "entry-only");
+	emit_event(w->ctx, time, TYPE_SLICE_BEGIN, name, "entry_only");
+	emit_event(w->ctx, time, TYPE_SLICE_END, NULL, "entry_only");
 }
 
 static void perfetto_lost(struct tree_walk *w, uint32_t count, int64_t time)

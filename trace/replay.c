@@ -20,14 +20,19 @@
 #define SHOWN 2u
 #define HIDING 4u  /* it or a frame below it matched -N */
 #define VDEPTH_SHIFT 3
+#define PREFIX_DEPTH 256
 
 struct replay {
 	struct out *o;
 	uint8_t *only;   /* per sym: -F matched */
 	uint8_t *hidden; /* per sym: -N matched */
 	int have_only;
-	char tid_col[16]; /* " [  1234] | " */
+	uint32_t *name_len; /* per sym, so that no line needs a strlen */
+	size_t nnames;
 	size_t tid_len;
+	/* " [  1234] | " and the indentation of up to PREFIX_DEPTH levels:
+	 * a line's middle is one copy. */
+	char prefix[16 + 2 * PREFIX_DEPTH];
 };
 
 static const char blank_duration[] = "          ";
@@ -38,8 +43,22 @@ static void line_start(struct replay *r, int64_t dur, int has_dur, uint32_t vdep
 		out_duration(r->o, dur);
 	else
 		out_mem(r->o, blank_duration, 10);
-	out_mem(r->o, r->tid_col, r->tid_len);
-	out_fill(r->o, ' ', 2 * (size_t)vdepth);
+	if (vdepth <= PREFIX_DEPTH) {
+		out_mem(r->o, r->prefix, r->tid_len + 2 * (size_t)vdepth);
+	} else {
+		out_mem(r->o, r->prefix, r->tid_len);
+		out_fill(r->o, ' ', 2 * (size_t)vdepth);
+	}
+}
+
+static void out_name(struct replay *r, struct trace *t, const struct tree_frame *f)
+{
+	uint32_t sym = f->func == TRACE_NONE ? TRACE_NONE : t->funcs[f->func].sym;
+
+	if (sym < r->nnames)
+		out_mem(r->o, t->syms[sym], r->name_len[sym]);
+	else
+		out_str(r->o, trace_frame_name(t, f));
 }
 
 static uint32_t vdepth_of(const struct tree_frame *f)
@@ -60,8 +79,11 @@ static void open_parent(struct tree_walk *w)
 		return;
 	p->user &= ~PENDING;
 	line_start(r, 0, 0, vdepth_of(p) - 1);
-	out_str(r->o, trace_frame_name(w->trace, p));
-	out_str(r->o, p->func == TRACE_NONE ? " {\n" : "() {\n");
+	out_name(r, w->trace, p);
+	if (p->func == TRACE_NONE)
+		out_mem(r->o, " {\n", 3);
+	else
+		out_mem(r->o, "() {\n", 5);
 }
 
 static int hides(const struct replay *r, struct trace *t, uint32_t sym)
@@ -108,23 +130,24 @@ static void replay_open(struct tree_walk *w, struct tree_frame *f)
 static void replay_close(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how)
 {
 	struct replay *r = w->ctx;
-	const char *name;
 
 	if (!(f->user & SHOWN))
 		return;
-	name = trace_frame_name(w->trace, f);
 	line_start(r, end - f->start, 1, vdepth_of(f) - 1);
 	if (f->user & PENDING) {
-		out_str(r->o, name);
-		out_str(r->o, f->func == TRACE_NONE ? " {}" : "();");
+		out_name(r, w->trace, f);
+		if (f->func == TRACE_NONE)
+			out_mem(r->o, " {}", 3);
+		else
+			out_mem(r->o, "();", 3);
 		if (how == TREE_UNWOUND)
 			out_str(r->o, " /* unwound */");
 	} else {
-		out_str(r->o, "} /* ");
-		out_str(r->o, name);
+		out_mem(r->o, "} /* ", 5);
+		out_name(r, w->trace, f);
 		if (how == TREE_UNWOUND)
 			out_str(r->o, ", unwound");
-		out_str(r->o, " */");
+		out_mem(r->o, " */", 3);
 	}
 	out_char(r->o, '\n');
 }
@@ -202,8 +225,8 @@ static void thread_heading(struct replay *r, struct trace *t, const struct trace
 		out_str(r->o, im->exec_from);
 	}
 	out_char(r->o, '\n');
-	snprintf(r->tid_col, sizeof(r->tid_col), " [%6u] | ", th->tid);
-	r->tid_len = strlen(r->tid_col);
+	r->tid_len = (size_t)snprintf(r->prefix, 16, " [%6u] | ", th->tid);
+	memset(r->prefix + r->tid_len, ' ', sizeof(r->prefix) - r->tid_len);
 }
 
 static int tid_wanted(const char *tids, uint32_t tid)
@@ -263,6 +286,10 @@ int trace_cmd_replay(int argc, char **argv)
 	r.only = match_globs(&t, only, nonly);
 	r.hidden = match_globs(&t, hide, nhide);
 	r.have_only = nonly > 0;
+	r.nnames = t.nsyms;
+	r.name_len = malloc((t.nsyms + 1) * sizeof(*r.name_len));
+	for (i = 0; i < t.nsyms; i++)
+		r.name_len[i] = (uint32_t)strlen(t.syms[i]);
 	tree_walk_init(&w, &t, &replay_ops, &r);
 	out_str(r.o, "# DURATION     TID     FUNCTION\n");
 	for (i = 0; i < t.nimages; i++)
@@ -282,6 +309,7 @@ int trace_cmd_replay(int argc, char **argv)
 	tree_walk_free(&w);
 	free(r.only);
 	free(r.hidden);
+	free(r.name_len);
 	free(only);
 	free(hide);
 	trace_close(&t);
