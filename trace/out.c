@@ -70,22 +70,10 @@ void out_duration(struct out *o, int64_t ns)
 	uint64_t v = ns < 0 ? 0 : (uint64_t)ns, frac;
 	unsigned i = 0;
 
-	if (v < 1000000) { /* the common case, digit by digit: replay's hot path */
-		char *p = out_room(o, 10);
-		unsigned us = (unsigned)(v / 1000), f = (unsigned)(v % 1000);
-
-		p[0] = us >= 100 ? (char)('0' + us / 100) : ' ';
-		p[1] = us >= 10 ? (char)('0' + us / 10 % 10) : ' ';
-		p[2] = (char)('0' + us % 10);
-		p[3] = '.';
-		p[4] = (char)('0' + f / 100);
-		p[5] = (char)('0' + f / 10 % 10);
-		p[6] = (char)('0' + f % 10);
-		memcpy(p + 7, " us", 3);
+	if (put_us_duration(out_room(o, 10), ns)) { /* the common case */
 		o->len += 10;
 		return;
 	}
-
 	/* uftrace's units: the largest that keeps the integer part below 1000. */
 	frac = v % 1000;
 	v /= 1000;

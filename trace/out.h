@@ -113,6 +113,38 @@ static inline void out_us(struct out *o, int64_t ns)
 	o->len += 4;
 }
 
+/* A duration below a millisecond as uftrace shows it, 10 characters at p:
+ * "  1.234 us".  0 when it is not below a millisecond. */
+static inline int put_us_duration(char *p, int64_t ns)
+{
+	unsigned us, f;
+
+	if (ns < 0 || ns >= 1000000)
+		return 0;
+	us = (unsigned)(ns / 1000);
+	f = (unsigned)(ns % 1000);
+	p[0] = us >= 100 ? (char)('0' + us / 100) : ' ';
+	p[1] = us >= 10 ? (char)('0' + us / 10 % 10) : ' ';
+	p[2] = (char)('0' + us % 10);
+	p[3] = '.';
+	p[4] = (char)('0' + f / 100);
+	p[5] = (char)('0' + f / 10 % 10);
+	p[6] = (char)('0' + f % 10);
+	memcpy(p + 7, " us", 3);
+	return 1;
+}
+
+/* Copies n bytes in 16-byte steps (no call for a short copy): the caller
+ * has room for n + 16 at dst, and src may be read up to n + 16. */
+static inline char *copy_padded(char *dst, const char *src, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i += 16)
+		memcpy(dst + i, src + i, 16);
+	return dst + n;
+}
+
 /* A duration as uftrace shows it, 10 characters: "  1.234 us", " 12.000 ms". */
 void out_duration(struct out *o, int64_t ns);
 

@@ -28,11 +28,13 @@ struct replay {
 	uint8_t *hidden; /* per sym: -N matched */
 	int have_only;
 	uint32_t *name_len; /* per sym, so that no line needs a strlen */
+	uint32_t *name_at;  /* per sym: where its name is in `names` */
+	char *names;        /* every name, 16 bytes of slack at the end */
 	size_t nnames;
 	size_t tid_len;
 	/* " [  1234] | " and the indentation of up to PREFIX_DEPTH levels:
 	 * a line's middle is one copy. */
-	char prefix[16 + 2 * PREFIX_DEPTH];
+	char prefix[16 + 2 * PREFIX_DEPTH + 16];
 };
 
 static const char blank_duration[] = "          ";
@@ -66,6 +68,32 @@ static uint32_t vdepth_of(const struct tree_frame *f)
 	return f->user >> VDEPTH_SHIFT;
 }
 
+/* A frame's line, "  0.123 us [  1234] |     PRE name SUF", in a few
+ * copies; dur < 0 leaves the duration blank.  0 when the line needs the
+ * general path (a signal mark, a deep frame, a long duration). */
+static int fast_line(struct replay *r, struct trace *t, const struct tree_frame *f, int64_t dur,
+		     size_t depth, const char *pre, size_t prelen, const char *suf, size_t suflen)
+{
+	uint32_t sym = f->func == TRACE_NONE ? TRACE_NONE : t->funcs[f->func].sym;
+	size_t plen = r->tid_len + 2 * depth, nlen;
+	char *p;
+
+	if (sym >= r->nnames || depth > PREFIX_DEPTH)
+		return 0;
+	nlen = r->name_len[sym];
+	p = out_room(r->o, 10 + plen + nlen + 64);
+	if (dur < 0)
+		memset(p, ' ', 10);
+	else if (!put_us_duration(p, dur))
+		return 0;
+	p = copy_padded(p + 10, r->prefix, plen);
+	memcpy(p, pre, 8); /* pre and suf: literals of at most 8 */
+	p = copy_padded(p + prelen, r->names + r->name_at[sym], nlen);
+	memcpy(p, suf, 8);
+	r->o->len = (size_t)(p + suflen - r->o->buf);
+	return 1;
+}
+
 /* A shown frame's first child: out goes its "f() {" line. */
 static void open_parent(struct tree_walk *w)
 {
@@ -78,6 +106,8 @@ static void open_parent(struct tree_walk *w)
 	if ((p->user & (PENDING | SHOWN)) != (PENDING | SHOWN))
 		return;
 	p->user &= ~PENDING;
+	if (fast_line(r, w->trace, p, -1, vdepth_of(p) - 1, "\0\0\0\0\0\0\0", 0, "() {\n\0\0\0", 5))
+		return;
 	line_start(r, 0, 0, vdepth_of(p) - 1);
 	out_name(r, w->trace, p);
 	if (p->func == TRACE_NONE)
@@ -132,6 +162,12 @@ static void replay_close(struct tree_walk *w, struct tree_frame *f, int64_t end,
 	struct replay *r = w->ctx;
 
 	if (!(f->user & SHOWN))
+		return;
+	if (how != TREE_UNWOUND &&
+	    (f->user & PENDING ? fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1, "\0\0\0\0\0\0\0", 0,
+					   "();\n\0\0\0\0", 4)
+			       : fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
+					   "} /* \0\0\0", 5, " */\n\0\0\0\0", 4)))
 		return;
 	line_start(r, end - f->start, 1, vdepth_of(f) - 1);
 	if (f->user & PENDING) {
@@ -288,8 +324,15 @@ int trace_cmd_replay(int argc, char **argv)
 	r.have_only = nonly > 0;
 	r.nnames = t.nsyms;
 	r.name_len = malloc((t.nsyms + 1) * sizeof(*r.name_len));
-	for (i = 0; i < t.nsyms; i++)
+	r.name_at = malloc((t.nsyms + 1) * sizeof(*r.name_at));
+	for (i = 0, j = 0; i < t.nsyms; i++) {
 		r.name_len[i] = (uint32_t)strlen(t.syms[i]);
+		r.name_at[i] = (uint32_t)j;
+		j += r.name_len[i];
+	}
+	r.names = calloc(j + 16, 1);
+	for (i = 0; i < t.nsyms; i++)
+		memcpy(r.names + r.name_at[i], t.syms[i], r.name_len[i]);
 	tree_walk_init(&w, &t, &replay_ops, &r);
 	out_str(r.o, "# DURATION     TID     FUNCTION\n");
 	for (i = 0; i < t.nimages; i++)
@@ -310,6 +353,8 @@ int trace_cmd_replay(int argc, char **argv)
 	free(r.only);
 	free(r.hidden);
 	free(r.name_len);
+	free(r.name_at);
+	free(r.names);
 	free(only);
 	free(hide);
 	trace_close(&t);
