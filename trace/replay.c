@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "out.h"
+#include "tree_walk.h"
 #include "viewers.h"
 
 /* tree_frame.user: flags, and how many shown frames are open below it. */
@@ -342,7 +343,7 @@ int trace_cmd_replay(int argc, char **argv)
 			if (!tid_wanted(tids, th->tid))
 				continue;
 			thread_heading(&r, &t, &t.images[i], th);
-			tree_walk_thread(&w, &t.images[i], th);
+			tree_walk_thread_with(&w, &t.images[i], th, &replay_ops);
 			tree_stats_say(&w.st, said, sizeof(said));
 			out_str(r.o, "# ");
 			out_str(r.o, said);

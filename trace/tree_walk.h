@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tree_walk.h - the call-tree rules of docs/format.md, one event at a time
+ * (tree.h says what the walk gives a viewer).  Inline, so that a viewer
+ * whose speed matters (replay) compiles its own walk with its callbacks
+ * called directly: tree_walk_thread_with(w, im, th, &its_ops).
+ *
+ * Stack pointers are compared as signed 32-bit differences: the stack
+ * grows down, so a frame whose entry sp is at or below a new entry's sp
+ * cannot still be open; the thread left it without an exit.
+ */
+#ifndef FTPAD_TRACE_TREE_WALK_H
+#define FTPAD_TRACE_TREE_WALK_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree.h"
+
+void tree_stats_add(struct tree_stats *to, const struct tree_stats *s);
+
+#define TREE_INLINE __attribute__((always_inline))
+
+static inline TREE_INLINE struct tree_frame *walk_push(struct tree_walk *w)
+{
+	if (w->depth == w->cap) {
+		w->cap = w->cap * 2 + 256;
+		w->stack = realloc(w->stack, w->cap * sizeof(*w->stack));
+		if (!w->stack) {
+			fputs("ftpad: error: out of memory\n", stderr);
+			exit(1);
+		}
+	}
+	return &w->stack[w->depth++];
+}
+
+static inline TREE_INLINE void walk_pop(
+	struct tree_walk *w, const struct tree_ops *ops, int64_t end, enum tree_end how)
+{
+	struct tree_frame *f = &w->stack[w->depth - 1];
+
+	if (how == TREE_UNWOUND)
+		w->st.unwound++;
+	if (ops->close)
+		ops->close(w, f, end, how);
+	if (--w->depth)
+		w->stack[w->depth - 1].child_ns += end - f->start;
+}
+
+/* Sp `sp` is at or above the frame's entry: the frame cannot be open. */
+static inline int walk_left_behind(const struct tree_frame *f, uint32_t sp)
+{
+	return (int32_t)(f->sp - sp) <= 0;
+}
+
+static inline TREE_INLINE void walk_close_at_or_below(
+	struct tree_walk *w, const struct tree_ops *ops, uint32_t sp)
+{
+	while (w->depth && walk_left_behind(&w->stack[w->depth - 1], sp))
+		walk_pop(w, ops, w->last, TREE_UNWOUND);
+}
+
+static inline TREE_INLINE void walk_open_frame(
+	struct tree_walk *w, const struct tree_ops *ops, uint32_t func, uint32_t signo, uint32_t sp, int64_t now)
+{
+	struct tree_frame *f = walk_push(w);
+
+	*f = (struct tree_frame){ .func = func, .signo = signo, .sp = sp, .start = now };
+	if (ops->open)
+		ops->open(w, f);
+}
+
+static inline TREE_INLINE void walk_entry(
+	struct tree_walk *w, const struct tree_ops *ops, uint32_t func, uint32_t sp, int64_t now)
+{
+	walk_close_at_or_below(w, ops, sp);
+	if (w->trace->funcs[func].noexit) {
+		if (ops->entry_only)
+			ops->entry_only(w, func, now);
+		return;
+	}
+	walk_open_frame(w, ops, func, 0, sp, now);
+}
+
+/* Closes the innermost open frame with `func` (a signal mark: TRACE_NONE),
+ * and the frames above it first, as unwound.  0 if there is none. */
+static inline TREE_INLINE int walk_close_innermost(
+	struct tree_walk *w, const struct tree_ops *ops, uint32_t func, int64_t now, enum tree_end how)
+{
+	size_t i = w->depth;
+
+	while (i && w->stack[i - 1].func != func)
+		i--;
+	if (!i)
+		return 0;
+	while (w->depth > i)
+		walk_pop(w, ops, w->last, TREE_UNWOUND);
+	walk_pop(w, ops, now, how);
+	return 1;
+}
+
+static inline TREE_INLINE void walk_unwind(
+	struct tree_walk *w, const struct tree_ops *ops, uint32_t sp, int64_t now)
+{
+	while (w->depth && (int32_t)(w->stack[w->depth - 1].sp - sp) < 0)
+		walk_pop(w, ops, now, TREE_UNWOUND);
+}
+
+/* Entries and exits of site `site`, or 0 after counting an unknown id. */
+static inline TREE_INLINE const struct trace_site *walk_site_of(struct tree_walk *w, uint32_t site)
+{
+	const struct trace_site *s;
+
+	if (site < w->image->nsites && (s = &w->image->sites[site])->func != TRACE_NONE)
+		return s;
+	w->st.unknown_sites++;
+	return NULL;
+}
+
+static inline TREE_INLINE void walk_event(
+	struct tree_walk *w, const struct tree_ops *ops, const struct ftpad_event *e, int64_t now)
+{
+	uint32_t site = ftpad_event_site(e);
+	const struct trace_site *s;
+
+	switch (ftpad_event_kind(e)) {
+	case FTPAD_EVENT_ENTRY:
+		if ((s = walk_site_of(w, site)))
+			walk_entry(w, ops, s->func, e->sp, now);
+		break;
+	case FTPAD_EVENT_EXIT:
+	case FTPAD_EVENT_TAIL_EXIT:
+		if ((s = walk_site_of(w, site)) &&
+		    !walk_close_innermost(w, ops, s->func, now,
+				     ftpad_event_kind(e) == FTPAD_EVENT_EXIT ? TREE_EXITED
+									     : TREE_TAIL_EXITED))
+			w->st.stray_exits++;
+		break;
+	case FTPAD_EVENT_LOST:
+		w->st.lost += e->sp;
+		if (ops->lost)
+			ops->lost(w, e->sp, now);
+		break;
+	case FTPAD_EVENT_SIGNAL:
+		walk_close_at_or_below(w, ops, e->sp);
+		walk_open_frame(w, ops, TRACE_NONE, site, e->sp, now);
+		break;
+	case FTPAD_EVENT_SIGRETURN:
+		if (!walk_close_innermost(w, ops, TRACE_NONE, now, TREE_EXITED))
+			w->st.stray_sigreturns++;
+		break;
+	case FTPAD_EVENT_UNWIND:
+		walk_unwind(w, ops, e->sp, now);
+		break;
+	default:
+		w->st.unknown_kinds++;
+		return; /* its time says nothing we can trust */
+	}
+	w->last = now;
+}
+
+static inline TREE_INLINE void tree_walk_thread_with(
+	struct tree_walk *w, const struct trace_image *im, const struct trace_thread *th,
+	const struct tree_ops *ops)
+{
+	const struct trace_clock clock = w->trace->clock;
+	const struct ftpad_event *e = th->events, *end = e + th->nevents;
+
+	w->image = im;
+	w->thread = th;
+	w->depth = 0;
+	memset(&w->st, 0, sizeof(w->st));
+	w->st.events = th->nevents;
+	w->last = th->nevents ? trace_ticks_to_ns(&clock, e->time) : 0;
+	for (; e < end; e++)
+		walk_event(w, ops, e, trace_ticks_to_ns(&clock, e->time));
+	while (w->depth) /* still open at the end: exit(), pthread_exit(), killed */
+		walk_pop(w, ops, w->last, TREE_UNWOUND);
+	if (w->st.unknown_kinds || w->st.unknown_sites)
+		trace_warn(w->trace, "%s: %" PRIu64 " events of unknown kinds and %" PRIu64
+			   " of unknown site ids skipped", th->path, w->st.unknown_kinds,
+			   w->st.unknown_sites);
+	tree_stats_add(&w->total, &w->st);
+}
+
+#endif
