@@ -58,6 +58,8 @@ packages=(
   groff-base man-db
   # strace shows libftpad's writes and membarriers (tests/test_runtime_text.py)
   strace
+  # protoc --decode_raw reads `ftpad dump --perfetto`'s file (tests/test_trace_view.py)
+  protobuf-compiler
   # the Debian packages (debian/, tests/test_debian.py): dpkg-buildpackage
   # with debhelper builds them (fakeroot for a build as a normal user),
   # lintian checks them, and debootstrap makes the throwaway Debian 12 chroot
