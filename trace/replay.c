@@ -95,15 +95,16 @@ static int fast_line(struct replay *r, struct trace *t, const struct tree_frame 
 	return 1;
 }
 
-/* A shown frame's first child: out goes its "f() {" line. */
-static void open_parent(struct tree_walk *w)
+/* The frame below `top` (the top one, or the one under a frame being
+ * opened) gets its first child: out goes its "f() {" line. */
+static inline void open_parent(struct tree_walk *w, size_t top)
 {
 	struct replay *r = w->ctx;
 	struct tree_frame *p;
 
-	if (w->depth < 1)
+	if (top < 1)
 		return;
-	p = &w->stack[w->depth - 1];
+	p = &w->stack[top - 1];
 	if ((p->user & (PENDING | SHOWN)) != (PENDING | SHOWN))
 		return;
 	p->user &= ~PENDING;
@@ -145,15 +146,21 @@ static void replay_open(struct tree_walk *w, struct tree_frame *f)
 {
 	struct replay *r = w->ctx;
 	size_t top = w->depth - 1; /* open frames below f */
-	uint32_t sym = f->func == TRACE_NONE ? TRACE_NONE : w->trace->funcs[f->func].sym;
-	int shown = shown_under_top(w, sym, top);
-	int hiding = (top && w->stack[top - 1].user & HIDING) || hides(r, w->trace, sym);
+	uint32_t sym;
+	int shown, hiding;
 
-	if (shown) {
-		w->depth--; /* open_parent looks at the top */
-		open_parent(w);
-		w->depth++;
+	if (!r->have_only && !r->hidden) { /* no filter: every frame is shown */
+		if (top)
+			open_parent(w, top);
+		f->user = SHOWN | PENDING | (top_vdepth(w, top) + 1) << VDEPTH_SHIFT;
+		return;
 	}
+	sym = f->func == TRACE_NONE ? TRACE_NONE : w->trace->funcs[f->func].sym;
+	shown = shown_under_top(w, sym, top);
+	hiding = (top && w->stack[top - 1].user & HIDING) || hides(r, w->trace, sym);
+
+	if (shown)
+		open_parent(w, top);
 	f->user = (shown ? SHOWN | PENDING : 0) | (hiding ? HIDING : 0) |
 		  (top_vdepth(w, top) + (uint32_t)shown) << VDEPTH_SHIFT;
 }
@@ -197,7 +204,7 @@ static void replay_entry_only(struct tree_walk *w, uint32_t func, int64_t time)
 	(void)time;
 	if (!shown_under_top(w, sym, w->depth))
 		return;
-	open_parent(w);
+	open_parent(w, w->depth);
 	line_start(r, 0, 0, top_vdepth(w, w->depth));
 	out_str(r->o, w->trace->syms[sym]);
 	out_str(r->o, "(); /* entry only */\n");
@@ -210,7 +217,7 @@ static void replay_lost(struct tree_walk *w, uint32_t count, int64_t time)
 	(void)time;
 	if (w->depth && !(w->stack[w->depth - 1].user & SHOWN))
 		return;
-	open_parent(w);
+	open_parent(w, w->depth);
 	line_start(r, 0, 0, top_vdepth(w, w->depth));
 	out_str(r->o, "/* LOST ");
 	out_u64(r->o, count);
