@@ -674,3 +674,24 @@ def test_live_runs_a_program_and_keeps_its_status(tmp_path):
 def test_live_missing_directory(tmp_path):
     p = ftpad("live", "--iterations", "1", tmp_path / "none", check=False)
     assert p.returncode == 1 and "none: No such file or directory" in p.stderr
+
+
+# --- a trace reads on another machine
+
+A64_FTPAD = ftpadtest.BUILD / "runtime" / "aarch64" / "bin" / "ftpad"
+
+
+@pytest.mark.parametrize("args", [["replay"], ["report"], ["dump", "--folded"],
+                                  ["dump", "--chrome"], ["dump", "--perfetto"]])
+def test_aarch64_ftpad_reads_the_same_bytes(tmp_path, gen, args):
+    # The format is little-endian and fixed-size everywhere: the aarch64
+    # ftpad, under qemu, gives byte for byte what the host's gives.
+    for need in (A64_FTPAD, shutil.which("qemu-aarch64")):
+        if not need or not os.path.exists(need):
+            pytest.fail(f"{need or 'qemu-aarch64'} is missing: build ftpad_aarch64_tool, "
+                        "run scripts/install-deps.sh")
+    trace = scenario_b(tmp_path, gen)
+    host = subprocess.run([FTPAD_BIN, *args, trace], capture_output=True, check=True).stdout
+    a64 = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", A64_FTPAD, *args, trace],
+                         capture_output=True, check=True).stdout
+    assert a64 == host and host
