@@ -327,7 +327,7 @@ static int parse_site_line(struct trace *t, struct trace_image *im, const char *
 	im->sites[id].func = trace_func(t, addr, col[5], col[4]);
 	im->sites[id].kind = (uint8_t)kind;
 	if (strstr(col[3], "noexit"))
-		t->funcs[im->sites[id].func].noexit = 1;
+		t->funcs[im->sites[id].func].noexit = im->sites[id].noexit = 1;
 	return 0;
 }
 

@@ -20,6 +20,7 @@ enum trace_site_kind { TRACE_SITE_ENTRY, TRACE_SITE_EXIT, TRACE_SITE_TAIL_EXIT }
 struct trace_site {
 	uint32_t func; /* index into trace.funcs, TRACE_NONE for an id never listed */
 	uint8_t kind;  /* enum trace_site_kind */
+	uint8_t noexit; /* its function has entries only (the walk's test, in the same line) */
 };
 
 /*

@@ -73,10 +73,13 @@ static inline TREE_INLINE void walk_open_frame(
 }
 
 static inline TREE_INLINE void walk_entry(
-	struct tree_walk *w, const struct tree_ops *ops, uint32_t func, uint32_t sp, int64_t now)
+	struct tree_walk *w, const struct tree_ops *ops, const struct trace_site *s, uint32_t sp,
+	int64_t now)
 {
+	uint32_t func = s->func;
+
 	walk_close_at_or_below(w, ops, sp);
-	if (w->trace->funcs[func].noexit) {
+	if (s->noexit) {
 		if (ops->entry_only)
 			ops->entry_only(w, func, now);
 		return;
@@ -108,31 +111,35 @@ static inline TREE_INLINE void walk_unwind(
 		walk_pop(w, ops, now, TREE_UNWOUND);
 }
 
-/* Entries and exits of site `site`, or 0 after counting an unknown id. */
-static inline TREE_INLINE const struct trace_site *walk_site_of(struct tree_walk *w, uint32_t site)
+/* Site `site` of the image (its table in locals of the loop, which the
+ * callbacks cannot be assumed to leave alone otherwise), or 0 after
+ * counting an unknown id. */
+static inline TREE_INLINE const struct trace_site *walk_site_of(
+	struct tree_walk *w, const struct trace_site *sites, uint32_t nsites, uint32_t site)
 {
 	const struct trace_site *s;
 
-	if (site < w->image->nsites && (s = &w->image->sites[site])->func != TRACE_NONE)
+	if (site < nsites && (s = &sites[site])->func != TRACE_NONE)
 		return s;
 	w->st.unknown_sites++;
 	return NULL;
 }
 
 static inline TREE_INLINE void walk_event(
-	struct tree_walk *w, const struct tree_ops *ops, const struct ftpad_event *e, int64_t now)
+	struct tree_walk *w, const struct tree_ops *ops, const struct trace_site *sites,
+	uint32_t nsites, const struct ftpad_event *e, int64_t now)
 {
 	uint32_t site = ftpad_event_site(e);
 	const struct trace_site *s;
 
 	switch (ftpad_event_kind(e)) {
 	case FTPAD_EVENT_ENTRY:
-		if ((s = walk_site_of(w, site)))
-			walk_entry(w, ops, s->func, e->sp, now);
+		if ((s = walk_site_of(w, sites, nsites, site)))
+			walk_entry(w, ops, s, e->sp, now);
 		break;
 	case FTPAD_EVENT_EXIT:
 	case FTPAD_EVENT_TAIL_EXIT:
-		if ((s = walk_site_of(w, site)) &&
+		if ((s = walk_site_of(w, sites, nsites, site)) &&
 		    !walk_close_innermost(w, ops, s->func, now,
 				     ftpad_event_kind(e) == FTPAD_EVENT_EXIT ? TREE_EXITED
 									     : TREE_TAIL_EXITED))
@@ -167,6 +174,8 @@ static inline TREE_INLINE void tree_walk_thread_with(
 {
 	const struct trace_clock clock = w->trace->clock;
 	const struct ftpad_event *e = th->events, *end = e + th->nevents;
+	const struct trace_site *sites = im->sites;
+	const uint32_t nsites = im->nsites;
 
 	w->image = im;
 	w->thread = th;
@@ -175,7 +184,7 @@ static inline TREE_INLINE void tree_walk_thread_with(
 	w->st.events = th->nevents;
 	w->last = th->nevents ? trace_ticks_to_ns(&clock, e->time) : 0;
 	for (; e < end; e++)
-		walk_event(w, ops, e, trace_ticks_to_ns(&clock, e->time));
+		walk_event(w, ops, sites, nsites, e, trace_ticks_to_ns(&clock, e->time));
 	while (w->depth) /* still open at the end: exit(), pthread_exit(), killed */
 		walk_pop(w, ops, w->last, TREE_UNWOUND);
 	if (w->st.unknown_kinds || w->st.unknown_sites)
