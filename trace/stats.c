@@ -9,6 +9,7 @@
  * avg:   total / calls; max: its longest single call.
  * Entry-only functions have calls and no times.
  */
+#define _GNU_SOURCE /* qsort_r */
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,11 +103,11 @@ static int64_t avg_of(const struct func_stats *f)
 	return f->calls ? f->total / (int64_t)f->calls : 0;
 }
 
-static struct {
+struct sorting {
 	const struct stats_walk *s;
 	struct trace *t;
 	enum stats_key key;
-} sorting;
+};
 
 static int cmp_i64_desc(int64_t a, int64_t b)
 {
@@ -114,13 +115,14 @@ static int cmp_i64_desc(int64_t a, int64_t b)
 }
 
 /* Largest first, then by name: the same trace always gives the same order. */
-static int by_key(const void *pa, const void *pb)
+static int by_key(const void *pa, const void *pb, void *arg)
 {
+	const struct sorting *sorting = arg;
 	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-	const struct func_stats *x = &sorting.s->by_sym[a], *y = &sorting.s->by_sym[b];
+	const struct func_stats *x = &sorting->s->by_sym[a], *y = &sorting->s->by_sym[b];
 	int c = 0;
 
-	switch (sorting.key) {
+	switch (sorting->key) {
 	case KEY_TOTAL: c = cmp_i64_desc(x->total, y->total); break;
 	case KEY_SELF: c = cmp_i64_desc(x->self, y->self); break;
 	case KEY_CALLS: c = cmp_i64_desc((int64_t)x->calls, (int64_t)y->calls); break;
@@ -128,7 +130,7 @@ static int by_key(const void *pa, const void *pb)
 	case KEY_MAX: c = cmp_i64_desc(x->max, y->max); break;
 	case KEY_NAME: break;
 	}
-	return c ? c : strcmp(sorting.t->syms[a], sorting.t->syms[b]);
+	return c ? c : strcmp(sorting->t->syms[a], sorting->t->syms[b]);
 }
 
 size_t stats_order(struct trace *t, const struct stats_walk *s, enum stats_key key,
@@ -140,10 +142,7 @@ size_t stats_order(struct trace *t, const struct stats_walk *s, enum stats_key k
 	for (i = 0; i < s->nsyms && i < t->nsyms; i++)
 		if (s->by_sym[i].calls)
 			(*order)[n++] = (uint32_t)i;
-	sorting.s = s;
-	sorting.t = t;
-	sorting.key = key;
-	qsort(*order, n, sizeof(**order), by_key);
+	qsort_r(*order, n, sizeof(**order), by_key, &(struct sorting){ s, t, key });
 	return n;
 }
 
