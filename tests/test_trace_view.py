@@ -695,3 +695,18 @@ def test_aarch64_ftpad_reads_the_same_bytes(tmp_path, gen, args):
     a64 = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", A64_FTPAD, *args, trace],
                          capture_output=True, check=True).stdout
     assert a64 == host and host
+
+
+def test_chrome_json_escapes_names(tmp_path, gen):
+    # Symbol names are bytes: quotes, backslashes, UTF-8 and bytes that are
+    # not UTF-8 at all must still give JSON that loads.
+    s = Scenario(tmp_path / "n.trace")
+    s.image("1.0", "/bin/x", ['q"uo\\te', "größe", "bad\x01byte"]).thread(1, "x")
+    s.evs([(0, "entry", 'q"uo\\te', 100), (1, "entry", "größe", 90),
+           (2, "entry", "bad\x01byte", 80), (3, "exit", "bad\x01byte", 80),
+           (4, "exit", "größe", 90), (5, "exit", 'q"uo\\te', 100)])
+    script = "\n".join(s.lines).encode().replace(b"bad\x01byte", b"bad\xffbyte") + b"\n"
+    subprocess.run([gen], input=script, check=True)
+    ftpad("dump", "--chrome", s.path, "-o", tmp_path / "n.json")
+    events = json.loads((tmp_path / "n.json").read_bytes())["traceEvents"]
+    assert [e["name"] for e in events if e["ph"] == "B"] == ['q"uo\\te', "größe", "bad\ufffdbyte"]

@@ -90,13 +90,30 @@ void out_duration(struct out *o, int64_t ns)
 	out_str(o, unit[i]);
 }
 
+/* The length of the valid UTF-8 sequence at s, or 0. */
+static size_t utf8_len(const unsigned char *s)
+{
+	size_t n, i;
+
+	if (s[0] < 0xc2 || s[0] > 0xf4)
+		return 0;
+	n = s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : 4;
+	for (i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+/* A symbol name is bytes; JSON is UTF-8: a byte that is not part of valid
+ * UTF-8 becomes U+FFFD, so that the file always parses. */
 void out_json_str(struct out *o, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 
 	out_char(o, '"');
-	for (; *s; s++) {
+	while (*s) {
 		unsigned char c = (unsigned char)*s;
+		size_t n;
 
 		if (c == '"' || c == '\\') {
 			out_char(o, '\\');
@@ -105,9 +122,16 @@ void out_json_str(struct out *o, const char *s)
 			out_str(o, "\\u00");
 			out_char(o, hex[c >> 4]);
 			out_char(o, hex[c & 15]);
-		} else {
+		} else if (c < 0x80) {
 			out_char(o, (char)c);
+		} else if ((n = utf8_len((const unsigned char *)s))) {
+			out_mem(o, s, n);
+			s += n;
+			continue;
+		} else {
+			out_str(o, "\\ufffd");
 		}
+		s++;
 	}
 	out_char(o, '"');
 }
