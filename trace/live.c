@@ -82,6 +82,8 @@ static void refresh(const struct live_opts *o, long iteration, int last)
 	out_char(out, '\n');
 	snprintf(said, sizeof(said), "%s/info", o->dir);
 	if (access(said, F_OK) || trace_open(&t, o->dir, !last)) {
+		if (!access(said, F_OK))
+			trace_close(&t); /* what it had mapped before it failed */
 		out_str(out, "  (no trace yet)\n");
 		out_close(out);
 		return;
