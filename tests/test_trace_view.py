@@ -710,3 +710,16 @@ def test_chrome_json_escapes_names(tmp_path, gen):
     ftpad("dump", "--chrome", s.path, "-o", tmp_path / "n.json")
     events = json.loads((tmp_path / "n.json").read_bytes())["traceEvents"]
     assert [e["name"] for e in events if e["ph"] == "B"] == ['q"uo\\te', "größe", "bad\ufffdbyte"]
+
+
+def test_live_waits_for_an_image_being_made(tmp_path, gen):
+    # A recorder makes an image's directory, then its sites, then each
+    # events file's header: live shows what is there, quietly, where
+    # report calls the same directory broken.
+    trace = scenario_a(tmp_path, gen)
+    (trace / "101.0").mkdir()
+    (trace / "101.0" / "101.events").write_bytes(b"FTPADTRC\1")
+    p = ftpad("live", "--iterations", "1", trace)
+    assert p.stderr == "" and live_tables(p.stdout)[0]["fib"] == 2
+    q = ftpad("report", trace, check=False)
+    assert q.returncode == 1 and "101.0/sites: No such file or directory" in q.stderr

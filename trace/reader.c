@@ -338,7 +338,8 @@ static int read_sites(struct trace *t, struct trace_image *im, const char *dir)
 	int rc = 0;
 
 	if (!text) {
-		rc = trace_error("%s: %s", path, strerror(errno));
+		if (!(t->quiet && errno == ENOENT)) /* live: the image is being made */
+			rc = trace_error("%s: %s", path, strerror(errno));
 		goto out;
 	}
 	for (line = text; *line && !rc; line = next) {
@@ -404,6 +405,8 @@ static int map_thread(struct trace *t, struct trace_thread *th)
 	}
 	if (th->map_len)
 		madvise(th->map, th->map_len, MADV_SEQUENTIAL | MADV_WILLNEED);
+	if (t->quiet && th->map_len < sizeof(struct ftpad_trace_thread_header))
+		return 0; /* live: its header is being written; no events yet */
 	header = trace_check_header(t, th->path, th->map, th->map_len, th);
 	if (header < 0)
 		return -1;
