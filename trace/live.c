@@ -81,7 +81,8 @@ static void refresh(const struct live_opts *o, long iteration, int last)
 	out_u64(out, (uint64_t)iteration);
 	out_char(out, '\n');
 	snprintf(said, sizeof(said), "%s/info", o->dir);
-	if (access(said, F_OK) || trace_open(&t, o->dir, !last)) {
+	/* Until the recorder's summary is there, files may be half written. */
+	if (access(said, F_OK) || trace_open(&t, o->dir, !trace_finished(o->dir))) {
 		if (!access(said, F_OK))
 			trace_close(&t); /* what it had mapped before it failed */
 		out_str(out, "  (no trace yet)\n");
