@@ -47,3 +47,19 @@ def test_patch_all_rows(plugin, libftpad, tmp_path):
                          re.M), (row, out)
     assert re.search(r"^ftpad /proc/self/mem: three writes of the code alone [1-9]\d* us = "
                      r"\d+\.\d+x XRay's enable again$", out, re.M), out
+
+
+def test_trace_read_rows(tmp_path):
+    # bench/trace_read.py: the generated trace is read by every viewer it
+    # times (each run must succeed), and each prints its row.
+    out = bench("trace_read.py", "--events", "200000", "--rounds", "1",
+                "--keep", str(tmp_path / "trace"))
+    m = re.search(r"^trace: (200,00\d) events", out, re.M)
+    assert m, out
+    for row in ["report", "replay", "dump --folded"]:
+        assert re.search(rf"^{row} +[0-9.]+ +[0-9.]+ +[0-9.]+$", out, re.M), (row, out)
+    report = subprocess.run([ftpadtest.FTPAD_BIN, "report", tmp_path / "trace"],
+                            capture_output=True, text=True, check=True).stdout
+    # every entry has its exit: a call per two events
+    calls = sum(int(line.split()[-2]) for line in report.splitlines()[2:-1])
+    assert calls * 2 == int(m.group(1).replace(",", ""))
