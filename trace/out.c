@@ -64,6 +64,23 @@ int out_close(struct out *o)
 	return rc;
 }
 
+char out_digits3_lead[1000][4], out_digits3[1000][4];
+
+/* Filled before main: the tables are 8 KB, cheaper made than spelled. */
+__attribute__((constructor)) static void fill_digit_tables(void)
+{
+	unsigned i;
+
+	for (i = 0; i < 1000; i++) {
+		out_digits3[i][0] = (char)('0' + i / 100);
+		out_digits3[i][1] = (char)('0' + i / 10 % 10);
+		out_digits3[i][2] = (char)('0' + i % 10);
+		out_digits3_lead[i][0] = i >= 100 ? out_digits3[i][0] : ' ';
+		out_digits3_lead[i][1] = i >= 10 ? out_digits3[i][1] : ' ';
+		out_digits3_lead[i][2] = out_digits3[i][2];
+	}
+}
+
 void out_duration(struct out *o, int64_t ns)
 {
 	static const char *const unit[] = { " us", " ms", "  s" };

@@ -113,23 +113,19 @@ static inline void out_us(struct out *o, int64_t ns)
 	o->len += 4;
 }
 
+/* "  0" .. "999" and "000" .. "999", 4 bytes apart: a duration's digits
+ * by table (out.c). */
+extern char out_digits3_lead[1000][4], out_digits3[1000][4];
+
 /* A duration below a millisecond as uftrace shows it, 10 characters at p:
  * "  1.234 us".  0 when it is not below a millisecond. */
 static inline int put_us_duration(char *p, int64_t ns)
 {
-	unsigned us, f;
-
 	if (ns < 0 || ns >= 1000000)
 		return 0;
-	us = (unsigned)(ns / 1000);
-	f = (unsigned)(ns % 1000);
-	p[0] = us >= 100 ? (char)('0' + us / 100) : ' ';
-	p[1] = us >= 10 ? (char)('0' + us / 10 % 10) : ' ';
-	p[2] = (char)('0' + us % 10);
+	memcpy(p, out_digits3_lead[ns / 1000], 4); /* the 4th byte is overwritten */
 	p[3] = '.';
-	p[4] = (char)('0' + f / 100);
-	p[5] = (char)('0' + f / 10 % 10);
-	p[6] = (char)('0' + f % 10);
+	memcpy(p + 4, out_digits3[ns % 1000], 4);
 	memcpy(p + 7, " us", 3);
 	return 1;
 }
@@ -140,8 +136,12 @@ static inline char *copy_padded(char *dst, const char *src, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < n; i += 16)
-		memcpy(dst + i, src + i, 16);
+	memcpy(dst, src, 16); /* most names and prefixes: one or two copies */
+	if (n > 16) {
+		memcpy(dst + 16, src + 16, 16);
+		for (i = 32; i < n; i += 16)
+			memcpy(dst + i, src + i, 16);
+	}
 	return dst + n;
 }
 

@@ -22,6 +22,7 @@
 #define HIDING 4u  /* it or a frame below it matched -N */
 #define VDEPTH_SHIFT 3
 #define PREFIX_DEPTH 256
+#define NO_TEXT "\0\0\0\0\0\0\0" /* fast_line's texts are read 8 bytes at a time */
 
 struct replay {
 	struct out *o;
@@ -72,8 +73,10 @@ static uint32_t vdepth_of(const struct tree_frame *f)
 /* A frame's line, "  0.123 us [  1234] |     PRE name SUF", in a few
  * copies; dur < 0 leaves the duration blank.  0 when the line needs the
  * general path (a signal mark, a deep frame, a long duration). */
-static int fast_line(struct replay *r, struct trace *t, const struct tree_frame *f, int64_t dur,
-		     size_t depth, const char *pre, size_t prelen, const char *suf, size_t suflen)
+static inline TREE_INLINE int fast_line(struct replay *r, struct trace *t,
+					const struct tree_frame *f, int64_t dur, size_t depth,
+					const char *pre, size_t prelen, const char *suf,
+					size_t suflen)
 {
 	uint32_t sym = f->func == TRACE_NONE ? TRACE_NONE : t->funcs[f->func].sym;
 	size_t plen = r->tid_len + 2 * depth, nlen;
@@ -97,7 +100,7 @@ static int fast_line(struct replay *r, struct trace *t, const struct tree_frame 
 
 /* The frame below `top` (the top one, or the one under a frame being
  * opened) gets its first child: out goes its "f() {" line. */
-static inline void open_parent(struct tree_walk *w, size_t top)
+static inline TREE_INLINE void open_parent(struct tree_walk *w, size_t top)
 {
 	struct replay *r = w->ctx;
 	struct tree_frame *p;
@@ -108,7 +111,7 @@ static inline void open_parent(struct tree_walk *w, size_t top)
 	if ((p->user & (PENDING | SHOWN)) != (PENDING | SHOWN))
 		return;
 	p->user &= ~PENDING;
-	if (fast_line(r, w->trace, p, -1, vdepth_of(p) - 1, "\0\0\0\0\0\0\0", 0, "() {\n\0\0\0", 5))
+	if (fast_line(r, w->trace, p, -1, vdepth_of(p) - 1, NO_TEXT, 0, "() {\n\0\0\0", 5))
 		return;
 	line_start(r, 0, 0, vdepth_of(p) - 1);
 	out_name(r, w->trace, p);
@@ -142,7 +145,7 @@ static uint32_t top_vdepth(struct tree_walk *w, size_t top)
 	return top ? vdepth_of(&w->stack[top - 1]) : 0;
 }
 
-static void replay_open(struct tree_walk *w, struct tree_frame *f)
+static inline TREE_INLINE void replay_open(struct tree_walk *w, struct tree_frame *f)
 {
 	struct replay *r = w->ctx;
 	size_t top = w->depth - 1; /* open frames below f */
@@ -165,15 +168,16 @@ static void replay_open(struct tree_walk *w, struct tree_frame *f)
 		  (top_vdepth(w, top) + (uint32_t)shown) << VDEPTH_SHIFT;
 }
 
-static void replay_close(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how)
+static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_frame *f, int64_t end,
+					      enum tree_end how)
 {
 	struct replay *r = w->ctx;
 
 	if (!(f->user & SHOWN))
 		return;
 	if (how != TREE_UNWOUND &&
-	    (f->user & PENDING ? fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1, "\0\0\0\0\0\0\0", 0,
-					   "();\n\0\0\0\0", 4)
+	    (f->user & PENDING ? fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
+					   NO_TEXT, 0, "();\n\0\0\0\0", 4)
 			       : fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
 					   "} /* \0\0\0", 5, " */\n\0\0\0\0", 4)))
 		return;

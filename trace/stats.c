@@ -17,7 +17,7 @@
 #include "tree_walk.h"
 #include "viewers.h"
 
-static struct func_stats *stats_of(struct tree_walk *w, uint32_t sym)
+static inline TREE_INLINE struct func_stats *stats_of(struct tree_walk *w, uint32_t sym)
 {
 	struct stats_walk *s = w->ctx;
 
@@ -33,13 +33,14 @@ static struct func_stats *stats_of(struct tree_walk *w, uint32_t sym)
 	return &s->by_sym[sym];
 }
 
-static void stats_open(struct tree_walk *w, struct tree_frame *f)
+static inline TREE_INLINE void stats_open(struct tree_walk *w, struct tree_frame *f)
 {
 	if (f->func != TRACE_NONE)
 		stats_of(w, w->trace->funcs[f->func].sym)->open++;
 }
 
-static void stats_close(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how)
+static inline TREE_INLINE void stats_close(struct tree_walk *w, struct tree_frame *f, int64_t end,
+					    enum tree_end how)
 {
 	struct func_stats *fs;
 	int64_t dur = end - f->start;
