@@ -279,7 +279,7 @@ REPLAY_B = """\
   0.040 us [   200] |     } /* c, unwound */
   0.050 us [   200] |   } /* b, unwound */
   0.450 us [   200] | } /* main, unwound */
-# 25 events, 13 frames unwound, 1 exits without an entry skipped
+# 25 events, 13 frames unwound, 1 exit without an entry skipped
 """
 
 

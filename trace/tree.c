@@ -58,8 +58,8 @@ void tree_stats_say(const struct tree_stats *s, char *buf, size_t len)
 	if (s->unwound && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " frames unwound", s->unwound);
 	if (s->stray_exits && n >= 0 && (size_t)n < len)
-		n += snprintf(buf + n, len - n, ", %" PRIu64 " exits without an entry skipped",
-			      s->stray_exits);
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " exit%s without an entry skipped",
+			      s->stray_exits, s->stray_exits == 1 ? "" : "s");
 	if (s->stray_sigreturns && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " signal returns without a signal",
 			      s->stray_sigreturns);
