@@ -6,6 +6,8 @@
  */
 #define _GNU_SOURCE
 #include "flame.h"
+#include "out.h"
+#include "viewers.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -110,14 +112,16 @@ static int parse_flame(int argc, char **argv, struct flame_args *a)
 
 int ftpad_flame_folded_from_trace(const char *dir, FILE *out)
 {
-	(void)out;
-	/* LEAD: call the trace reader's folded writer (what `ftpad dump
-	 * --folded DIR` prints) here, writing to out. */
-	fprintf(stderr,
-		"ftpad: error: flame: %s: reading a trace directory is not built in yet; "
-		"use 'ftpad dump --folded %s > F && ftpad flame --folded F -o OUT.svg'\n",
-		dir, dir);
-	return -1;
+	struct trace t;
+	struct out *o;
+	int rc;
+
+	if (trace_open(&t, dir, 0))
+		return -1;
+	o = out_of_file(out);
+	rc = o ? trace_write_folded(&t, o) : -1;
+	trace_close(&t);
+	return rc;
 }
 
 /* The folded stacks as a stream: the file, stdin, or the trace directory's
@@ -196,16 +200,6 @@ static int write_svg_file(FILE *in, const struct flame_args *a)
 	return err;
 }
 
-/* A device, FIFO or socket (-o /dev/stdout, a pipe): written to as it is.
- * A rename would replace it with a regular file, and as root that can be
- * /dev/null. */
-static bool is_special_file(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
-}
-
 static int write_svg_in_place(FILE *in, const struct flame_args *a)
 {
 	FILE *out = fopen(a->output, "w");
@@ -238,7 +232,7 @@ int ftpad_flame_command(int argc, char **argv)
 		return 1;
 	if (!strcmp(a.output, "-"))
 		err = ftpad_flame_svg(in, stdout, &a.opts);
-	else if (is_special_file(a.output))
+	else if (out_is_special_file(a.output))
 		err = write_svg_in_place(in, &a);
 	else
 		err = write_svg_file(in, &a);

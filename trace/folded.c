@@ -130,7 +130,14 @@ static int by_stack(const void *a, const void *b)
 
 int trace_dump_folded(struct trace *t, const char *out)
 {
-	struct folded fd = { 0 };
+	struct out *o = out_open(out);
+
+	return o ? trace_write_folded(t, o) : 1;
+}
+
+int trace_write_folded(struct trace *t, struct out *o)
+{
+	struct folded fd = { .o = o };
 	struct tree_walk w;
 	struct line *lines;
 	size_t n = 0, i;
@@ -144,9 +151,6 @@ int trace_dump_folded(struct trace *t, const char *out)
 		if (fd.paths[i].self > 0)
 			lines[n++] = (struct line){ path_text(t, &fd, (uint32_t)i), fd.paths[i].self };
 	qsort(lines, n, sizeof(*lines), by_stack);
-	fd.o = out_open(out);
-	if (!fd.o)
-		return 1;
 	for (i = 0; i < n; i++) {
 		out_str(fd.o, lines[i].stack);
 		out_char(fd.o, ' ');

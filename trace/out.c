@@ -5,19 +5,45 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-struct out *out_open(const char *path)
+int out_is_special_file(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+struct out *out_of_file(FILE *f)
 {
 	struct out *o = calloc(1, sizeof(*o));
 
+	if (o)
+		o->f = f;
+	return o;
+}
+
+struct out *out_open(const char *path)
+{
+	struct out *o;
+
+	if (!path || !strcmp(path, "-"))
+		return out_of_file(stdout);
+	o = calloc(1, sizeof(*o));
 	if (!o)
 		return NULL;
-	if (!path || !strcmp(path, "-")) {
-		o->f = stdout;
-		return o;
-	}
 	o->path = strdup(path);
+	if (out_is_special_file(path)) {
+		o->f = fopen(path, "w");
+		o->own = 1;
+		if (o->f)
+			return o;
+		fprintf(stderr, "ftpad: error: %s: %s\n", path, strerror(errno));
+		free(o->path);
+		free(o);
+		return NULL;
+	}
 	if (asprintf(&o->tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
 		exit(1);
 	o->f = fopen(o->tmp, "w");
@@ -52,6 +78,8 @@ int out_close(struct out *o)
 			o->failed = errno;
 		if (o->failed)
 			unlink(o->tmp);
+	} else if (o->own && fclose(o->f)) {
+		o->failed = errno ? errno : EIO;
 	}
 	if (o->failed && o->failed != EPIPE) {
 		fprintf(stderr, "ftpad: error: %s: %s\n", o->path ? o->path : "standard output",

@@ -16,14 +16,21 @@
 struct out {
 	FILE *f;
 	char *path, *tmp; /* -o FILE and FILE.tmp.<pid>; NULL for stdout */
+	int own;          /* f was opened here and is closed by out_close() */
 	size_t len;
 	int failed;
 	char buf[OUT_BUF];
 };
 
-/* stdout for NULL or "-"; otherwise a temporary beside `path`.  NULL after
- * saying why. */
+/* stdout for NULL or "-"; a device or FIFO as it is; otherwise a temporary
+ * beside `path`.  NULL after saying why. */
 struct out *out_open(const char *path);
+/* An open stream, left open by out_close(). */
+struct out *out_of_file(FILE *f);
+/* Whether path is a device, FIFO or socket (-o /dev/stdout, a pipe), which
+ * is written to as it is: a rename would replace it with a regular file,
+ * and as root that can be /dev/null. */
+int out_is_special_file(const char *path);
 /* Flushes, and renames the temporary over the file; 0, or -1 after saying
  * why (the temporary is removed). */
 int out_close(struct out *o);

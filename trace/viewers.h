@@ -24,6 +24,9 @@ int trace_cmd_live(int argc, char **argv);
 int trace_dump_chrome(struct trace *t, const char *out);
 int trace_dump_perfetto(struct trace *t, const char *out);
 int trace_dump_folded(struct trace *t, const char *out);
+/* The folded stacks into o, which it closes; 0, or 1 after saying why. */
+struct out;
+int trace_write_folded(struct trace *t, struct out *o);
 
 int trace_usage_error(const char *fmt, const char *arg);
 
