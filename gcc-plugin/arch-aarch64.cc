@@ -135,3 +135,10 @@ std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
 	s += std::string(site_label) + ":\n\tnop\n" + nops(after - 2);
 	return s;
 }
+
+std::string ftpad_arch_exit_site_asm(const char *label)
+{
+	// No mov x9, x30: the runtime makes this NOP a B to a stub of the
+	// site's own, which keeps x30 (docs/format.md "Exit sites").
+	return std::string(label) + ": nop";
+}

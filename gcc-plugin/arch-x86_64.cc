@@ -89,3 +89,9 @@ std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
 		s += "\n\t.nops " + std::to_string(after - 5);
 	return s;
 }
+
+std::string ftpad_arch_exit_site_asm(const char *label)
+{
+	// The same 5-byte NOP as the entry: it too becomes a call.
+	return std::string(label) + ": " FTPAD_PAD_ASM_BYTES(FTPAD_X86_64_SITE_NOP);
+}

@@ -54,4 +54,9 @@ void ftpad_arch_emit_ops_slot(FILE *f);
 std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
 				       const char *site_label, unsigned after);
 
+// Assembly for one exit site labelled LABEL: the site NOP alone, on ONE
+// line, so that GCC's length estimate for the asm (a line is one insn of
+// the target's default length) is exact where branch ranges depend on it.
+std::string ftpad_arch_exit_site_asm(const char *label);
+
 #endif

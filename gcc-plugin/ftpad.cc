@@ -10,6 +10,8 @@
 //  2. ftpad_site, an RTL pass just before "shorten", after the targets have
 //     put ENDBR (x86) or BTI (aarch64) at the entry, inserts the site as a
 //     volatile asm right behind that landing pad.
+//     With exit=1 the same pass also puts an exit site in front of every
+//     return and sibling call (emit_exit_sites).
 //  3. Our print_patchable_function_entry hook, called from final before the
 //     label, emits the record, the filler, the before-NOPs and the ops slot,
 //     and a local label at the entry.  Functions we do not pad go to GCC's
@@ -53,6 +55,9 @@ struct ftpad_decision {
 	bool thunk;             // an asm thunk: see output_mi_thunk()
 	bool pre_done;          // the hook has printed the part before the label
 	std::string landing;    // a thunk's landing pad, printed before its site
+	// exit=1: the kind of each exit site, in insn order; the Nth is
+	// labelled exit_label(N).
+	std::vector<ftpad_site_kind> exits;
 };
 
 ftpad_decision current;
@@ -155,6 +160,60 @@ std::string site_text(void)
 	return text;
 }
 
+std::string exit_label(unsigned id, size_t n)
+{
+	return label("exit", id) + "_" + std::to_string(n);
+}
+
+// The kind of exit INSN is: a tail exit for a sibling call (a direct or
+// an indirect jump to another function), an exit for a return of any kind
+// (return, simple_return, and the rets that shrink-wrapping gives each of
+// its epilogues); ENTRY for any other insn.
+ftpad_site_kind exit_kind(rtx_insn *insn)
+{
+	if (CALL_P(insn) && SIBLING_CALL_P(insn))
+		return FTPAD_SITE_KIND_TAIL_EXIT;
+	if (JUMP_P(insn) && returnjump_p(insn))
+		return FTPAD_SITE_KIND_EXIT;
+	return FTPAD_SITE_KIND_ENTRY;
+}
+
+// An exit site in front of every return and sibling call of FN.  This runs
+// after the epilogues are in place (pro_and_epilogue, and the targets'
+// machine_reorg), so the site sits behind the last insn that restores the
+// stack pointer or x30 (aarch64's autiasp included), and the stack pointer
+// there is the one at the entry site.  Nothing after this pass copies or
+// moves insns (bb-reorder and the scheduler ran before "mach"), and
+// "shorten" measures the NOP, so branch ranges stay right.  The NOP sits
+// right before the jump, so it changes no register: an indirect sibling
+// call's target register is set before it and read after it.
+void emit_exit_sites(void)
+{
+	for (rtx_insn *insn = get_insns(); insn; insn = NEXT_INSN(insn)) {
+		ftpad_site_kind kind = exit_kind(insn);
+		if (kind == FTPAD_SITE_KIND_ENTRY)
+			continue;
+		// A NOP before a conditional return would run on both of its
+		// paths.  x86_64 and aarch64 have none; a target that does
+		// must split them first.
+		if (JUMP_P(insn) && any_condjump_p(insn)) {
+			sorry("%s: exit sites in front of conditional returns", plugin_name);
+			return;
+		}
+		std::string text = ftpad_arch_exit_site_asm(
+			exit_label(current.id, current.exits.size()).c_str());
+		// final prints an asm's file and line, and crashes on a return
+		// that has none (shrink-wrapping makes such).
+		location_t where = INSN_LOCATION(insn);
+		if (LOCATION_LOCUS(where) == UNKNOWN_LOCATION)
+			where = DECL_SOURCE_LOCATION(current_function_decl);
+		rtx body = gen_rtx_ASM_INPUT_loc(VOIDmode, ggc_strdup(text.c_str()), where);
+		MEM_VOLATILE_P(body) = 1;
+		emit_insn_before(body, insn);
+		current.exits.push_back(kind);
+	}
+}
+
 struct site_pass : rtl_opt_pass {
 	site_pass(gcc::context *ctx) : rtl_opt_pass(site_pass_data, ctx) {}
 
@@ -177,6 +236,8 @@ struct site_pass : rtl_opt_pass {
 		MEM_VOLATILE_P(body) = 1;
 		emit_insn_before(body, head);
 		current.site_emitted = true;
+		if (options.exits)
+			emit_exit_sites();
 		return 0;
 	}
 };
@@ -204,6 +265,31 @@ void push_function_section(FILE *f, const char *section, const char *flags,
 	fprintf(f, ",unique,%u\n", id);
 }
 
+// A record's four addresses: the function's entry, ops slot and name, and
+// the site labelled SITE.
+void emit_record_addresses(FILE *f, const std::string &site)
+{
+	unsigned id = current.id;
+	fprintf(f, "\t.long %s - .\n", label("entry", id).c_str());
+	fprintf(f, "\t.long %s - .\n", site.c_str());
+	if (options.ops)
+		fprintf(f, "\t.long %s - .\n", label("ops", id).c_str());
+	else
+		fputs("\t.long 0\n", f);
+	fprintf(f, "\t.long %s - .\n", label("name", id).c_str());
+}
+
+// One exit site's record, in the function's record section behind its
+// entry record: the entry, ops slot and name are the function's, the site
+// is the exit NOP; the layout fields and flags describe only entries.
+void emit_exit_record(FILE *f, const std::string &site, ftpad_site_kind kind)
+{
+	emit_record_addresses(f, site);
+	fprintf(f, "\t.byte %u, %u, 0, 0, %u, %u\n", FTPAD_SITE_VERSION_EXIT,
+		options.arch->record_arch, options.arch->site_bytes, kind);
+	fputs("\t.short 0\n", f);
+}
+
 void emit_ftpad_record(FILE *f, tree decl, const char *fn_name)
 {
 	const ftpad_arch_layout &arch = *options.arch;
@@ -215,16 +301,12 @@ void emit_ftpad_record(FILE *f, tree decl, const char *fn_name)
 	push_function_section(f, FTPAD_SITES_SECTION, "ao", fn_name, group, id);
 	fprintf(f, "\t.balign %d\n", FTPAD_SITE_ALIGN);
 	fprintf(f, "%s:\n", label("record", id).c_str());
-	fprintf(f, "\t.long %s - .\n", label("entry", id).c_str());
-	fprintf(f, "\t.long %s - .\n", label("site", id).c_str());
-	if (options.ops)
-		fprintf(f, "\t.long %s - .\n", label("ops", id).c_str());
-	else
-		fputs("\t.long 0\n", f);
-	fprintf(f, "\t.long %s - .\n", label("name", id).c_str());
+	emit_record_addresses(f, label("site", id));
 	fprintf(f, "\t.byte %u, %u, %u, %u, %u, 0\n", FTPAD_SITE_VERSION_ENTRY,
 		arch.record_arch, current.before, current.after, arch.site_bytes);
 	fprintf(f, "\t.short %u\n", flags);
+	for (size_t n = 0; n < current.exits.size(); n++)
+		emit_exit_record(f, exit_label(id, n), current.exits[n]);
 	fputs("\t.popsection\n", f);
 
 	// The name, so that stripped binaries can still be filtered by name.
