@@ -503,6 +503,7 @@ struct plugin_info info = {
 	"  -fplugin-arg-ftpad-before=N  NOP units before the ops slot\n"
 	"  -fplugin-arg-ftpad-after=N   NOP units after the entry (the site included)\n"
 	"  -fplugin-arg-ftpad-ops=0|1   emit the 8-byte ops slot\n"
+	"  -fplugin-arg-ftpad-exit=0|1  an exit site before every return and tail call\n"
 	"  -fplugin-arg-ftpad-include=GLOBS, exclude=GLOBS  function names to pad, not to pad\n"
 	"  -fplugin-arg-ftpad-exclude-section=GLOBS  sections whose functions get no pad\n"
 	"  -fplugin-arg-ftpad-min-insns=N  no pad for loop-free functions under N insns\n"
