@@ -222,3 +222,26 @@ def test_exit_refused_without_ftpad_records(tmp_path, compiler, args, why):
              SRC / "exits.c", "-o", tmp_path / "x.o"], check=False)
     assert p.returncode != 0
     assert why in p.stderr and "exit" in p.stderr, p.stderr
+
+
+COMDAT_SOURCES = [SRC.parent / "comdat_a.cc", SRC.parent / "comdat_b.cc"]
+
+
+@EVERY_GCC
+@pytest.mark.parametrize("linker", ["bfd", "gold", "lld"])
+@pytest.mark.parametrize("gc", [[], ["-ffunction-sections", "-Wl,--gc-sections"]],
+                         ids=["nogc", "gc"])
+def test_comdat_exit_records_follow_their_function(tmp_path, compiler, linker, gc):
+    """COMDAT functions defined in two objects: whichever copy a linker
+    keeps (and --gc-sections drops), its exit records are exactly its own
+    and all of them, never a dropped copy's."""
+    exe = tmp_path / "prog"
+    # The cross gcc looks for ld.lld only under its own prefix.
+    lld_path = ["-B/usr/bin/"] if compiler.arch == "aarch64" and linker == "lld" else []
+    run([*compiler.cxx, "-O2", *gc, f"-fuse-ld={linker}", *lld_path, *compiler.link,
+         *compiler.flags(exit=1), *COMDAT_SOURCES, "-o", exe])
+    with Image(exe) as image:
+        summary = check_exit_sites(image, compiler.arch)
+    for name in ("_Z13shared_inlinei", "_Z12shared_twiceIiET_S0_"):
+        assert summary[name] == [KIND_EXIT], summary
+    assert run_program(compiler, exe) == (0, "13\n")
