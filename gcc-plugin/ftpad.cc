@@ -365,6 +365,17 @@ void emit_pre_entry(FILE *f)
 			label("record", current.id).c_str());
 }
 
+// An asm thunk's insns (its sibling call) reach no RTL pass, only this
+// hook, between the target's shorten_branches and final: measure them
+// again once the exit sites are in, or final meets insns it never sized.
+void emit_thunk_exit_sites(void)
+{
+	if (!options.exits)
+		return;
+	emit_exit_sites();
+	shorten_branches(get_insns());
+}
+
 void print_patchable_function_entry(FILE *f, unsigned HOST_WIDE_INT size, bool record)
 {
 	tree decl = current_function_decl;
@@ -379,8 +390,10 @@ void print_patchable_function_entry(FILE *f, unsigned HOST_WIDE_INT size, bool r
 		return;
 	}
 	current.pre_done = true;
-	if (current.thunk)
+	if (current.thunk) {
 		current.landing = ftpad_arch_thunk_landing_pad(&current.landing_flag);
+		emit_thunk_exit_sites();
+	}
 	switch (options.record) {
 	case FTPAD_RECORD_FTPAD:
 		emit_ftpad_record(f, decl, symbol_name(decl));

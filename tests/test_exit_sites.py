@@ -22,7 +22,8 @@ from ftpadtest import A64_NOP, NOP5, RECORDMCOUNT, Image, run
 from test_compilers import COMPILERS
 
 SRC = pathlib.Path(__file__).parent / "src" / "exit"
-SOURCES = ["exits.c", "exits.cc"]
+# thunks.cc: C++ this-adjusting thunks, which GCC writes as assembly at -O0.
+SOURCES = ["exits.c", "exits.cc", "../thunks.cc"]
 KIND_ENTRY, KIND_EXIT, KIND_TAIL_EXIT = 0, 1, 2
 VERSION_EXIT = 2
 
