@@ -84,6 +84,14 @@ std::string entry_asm(ftpad_abi abi, unsigned after, bool mcount, bool mov)
 	return s;
 }
 
+// One NOP and no MOV: the runtime makes it a B to a stub of its own, which
+// saves x30 (it holds the return address, or a tail call's target expects
+// it there).
+std::string exit_asm(const std::string &label)
+{
+	return label + ":\tnop";
+}
+
 // LLVM's NOPs are the same NOPs.
 bool llvm_entry_suffices(ftpad_abi, unsigned)
 {
@@ -152,5 +160,5 @@ const FtpadArch ftpad_arch_aarch64 = {
 	"R_AARCH64_NONE",
 	ipra_clobbers,
 	landing_pad_flag, entry_align, append_filler, append_nops, append_ops_slot,
-	entry_asm, llvm_entry_suffices, conflict,
+	entry_asm, llvm_entry_suffices, exit_asm, conflict,
 };

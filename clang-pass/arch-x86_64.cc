@@ -85,6 +85,12 @@ std::string entry_asm(ftpad_abi, unsigned after, bool mcount, bool)
 	return s;
 }
 
+// The entry site's NOP: the runtime enables both kinds the same way.
+std::string exit_asm(const std::string &label)
+{
+	return label + ":\t" FTPAD_PAD_ASM_BYTES(FTPAD_X86_64_SITE_NOP);
+}
+
 // "patchable-function-entry"="5" is one 5-byte NOP (0f 1f 44 00 08, which
 // libftpad accepts too); the kernel's checks want GCC's bytes.
 bool llvm_entry_suffices(ftpad_abi abi, unsigned after)
@@ -153,5 +159,5 @@ const FtpadArch ftpad_arch_x86_64 = {
 	"R_X86_64_NONE",
 	ipra_clobbers,
 	landing_pad_flag, entry_align, append_filler, append_nops, append_ops_slot,
-	entry_asm, llvm_entry_suffices, conflict,
+	entry_asm, llvm_entry_suffices, exit_asm, conflict,
 };

@@ -48,6 +48,10 @@ struct FtpadArch {
 	// code generation in the linker)?  Only where its NOPs have the
 	// layout's shape: it writes the longest NOPs first.
 	bool (*llvm_entry_suffices)(ftpad_abi abi, unsigned after);
+	// An exit site as assembly (docs/format.md "Exit sites"): LABEL, then
+	// the one site NOP, nothing else.  machine.cc puts it right in front of
+	// a return or a tail call's jump.
+	std::string (*exit_asm)(const std::string &label);
 	// A reason an option F was compiled with conflicts with a pad, or "".
 	std::string (*conflict)(const llvm::Function &F);
 };

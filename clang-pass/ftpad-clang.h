@@ -9,6 +9,7 @@
 #ifndef FTPAD_CLANG_H
 #define FTPAD_CLANG_H
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -67,5 +68,20 @@ bool ftpad_machine_hook_installed();
 // The string attribute that hands a function's entry assembly from the IR
 // pass to that hook.
 extern const char *const FTPAD_ENTRY_ASM;
+// With exit=1, the string attribute that names, one per line, the
+// function's record global, its entry as the record refers to it (empty:
+// the function itself), its name string, and "ops" when it has an ops
+// slot: the hook adds the exit sites' records to that global (machine.cc).
+extern const char *const FTPAD_EXIT_RECORD;
+
+namespace llvm {
+class Constant;
+class GlobalVariable;
+template <typename T> class ArrayRef;
+}
+// TARGET + ADDEND - FIELD as an i32: a record's PC-relative field (pass.cc).
+llvm::Constant *ftpad_relative(llvm::Constant *field, llvm::Constant *target, int64_t addend);
+// The address inside GV that the indices after the leading 0 lead to.
+llvm::Constant *ftpad_element(llvm::GlobalVariable *gv, llvm::ArrayRef<unsigned> path);
 
 #endif

@@ -124,21 +124,37 @@ void error(Function &F, const Twine &msg)
 	F.getContext().diagnose(DiagnosticInfoUnsupported(F, "ftpad: " + msg));
 }
 
-// `target` - address of field `index` of `rec`, as an i32: the linker turns
-// it into a PC32/PREL32 relocation, so the table needs no dynamic relocation.
-Constant *relative(GlobalVariable *rec, unsigned index, Constant *target, int64_t addend)
+} // namespace
+
+// `target` + `addend` - `field`, as an i32: the linker turns it into a
+// PC32/PREL32 relocation, so the table needs no dynamic relocation.
+Constant *ftpad_relative(Constant *field, Constant *target, int64_t addend)
 {
-	LLVMContext &ctx = rec->getContext();
+	LLVMContext &ctx = target->getContext();
 	Type *i64 = Type::getInt64Ty(ctx);
 	Type *i32 = Type::getInt32Ty(ctx);
-	Constant *field = ConstantExpr::getInBoundsGetElementPtr(
-		rec->getValueType(), rec,
-		ArrayRef<Constant *>{ConstantInt::get(i32, 0), ConstantInt::get(i32, index)});
 	Constant *diff = ConstantExpr::getSub(ConstantExpr::getPtrToInt(target, i64),
 					      ConstantExpr::getPtrToInt(field, i64));
 	if (addend)
 		diff = ConstantExpr::getAdd(diff, ConstantInt::get(i64, addend));
 	return ConstantExpr::getTrunc(diff, i32);
+}
+
+// The address inside GV that the indices after the leading 0 lead to.
+Constant *ftpad_element(GlobalVariable *gv, ArrayRef<unsigned> path)
+{
+	Type *i32 = Type::getInt32Ty(gv->getContext());
+	SmallVector<Constant *, 4> indices{ConstantInt::get(i32, 0)};
+	for (unsigned i : path)
+		indices.push_back(ConstantInt::get(i32, i));
+	return ConstantExpr::getInBoundsGetElementPtr(gv->getValueType(), gv, indices);
+}
+
+namespace {
+
+Constant *relative(GlobalVariable *rec, unsigned index, Constant *target, int64_t addend)
+{
+	return ftpad_relative(ftpad_element(rec, {index}), target, addend);
 }
 
 // A private global in `section`, in F's COMDAT group when it has one, so
@@ -255,6 +271,12 @@ void add_ftpad_record(Function &F, const FtpadConfig &c, const FtpadArch &arch, 
 	rec->setInitializer(ConstantStruct::get(type, fields));
 	associate(F, rec);
 	refer_to(F, rec, arch);
+	// The exit sites exist only in machine code: machine.cc finds them and
+	// adds their records to this global, which it finds by name.
+	if (c.opts.exits)
+		F.addFnAttr(FTPAD_EXIT_RECORD, rec->getName().str() + "\n" +
+						       (entry == &F ? "" : entry->getName().str()) + "\n" +
+						       name->getName().str() + "\n" + (p.ops ? "ops" : ""));
 }
 
 // GCC's __patchable_function_entries record, as the GCC plugin writes it:
@@ -369,6 +391,11 @@ std::string cannot_pad(const Function &F, const FtpadConfig &c, const FtpadArch 
 	std::string why = arch.conflict(F);
 	if (why.empty())
 		why = ftpad_layout_problem(c, arch, layout.before, layout.after);
+	if (why.empty() && c.opts.exits && !hook_writes_code(c))
+		why = c.codegen_here ? "exit=1 needs the plugin's code generator hook, which could not "
+				       "be installed into this clang"
+				     : "exit=1 needs the code generated in this compile, and with -flto "
+				       "(or -emit-llvm) it is not (docs/clang-pass.md \"LTO\")";
 	return why;
 }
 
