@@ -223,3 +223,24 @@ def test_exit_sites_need_the_code_generated_here(compiler, tmp_path):
              "-o", obj], check=False)
     assert p.returncode != 0 and "exit=1 needs the code generated in this compile" in p.stderr
     assert not obj.exists()
+
+
+@pytest.mark.parametrize("linker", ["bfd", "gold", "lld"])
+@pytest.mark.parametrize("compiler", CLANG14, ids=ids(CLANG14))
+def test_comdat_keeps_one_copy_of_exit_records(compiler, tmp_path, linker):
+    """An inline function in two objects: the linker keeps one copy, and
+    with it exactly its own exit records, also with --gc-sections (gold
+    keeps records only through the .reloc reference from the text)."""
+    src = SRC.parent
+    objs = []
+    for name in ("comdat_a", "comdat_b"):
+        obj = tmp_path / f"{name}.o"
+        run([*compiler.driver(src / f"{name}.cc"), "-O2", "-ffunction-sections",
+             *compiler.flags(exit=1), f"-I{src}", "-c", src / f"{name}.cc", "-o", obj])
+        objs.append(obj)
+    exe = tmp_path / "comdat"
+    run([*compiler.cxx, *compiler.link, f"-fuse-ld={linker}", "-Wl,--gc-sections", *objs,
+         "-o", exe])
+    kinds = check_exit_sites(compiler, exe)
+    assert kinds["_Z13shared_inlinei"] == [KIND_EXIT]
+    assert kinds["_Z12shared_twiceIiET_S0_"] == [KIND_EXIT]
