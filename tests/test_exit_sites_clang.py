@@ -28,7 +28,7 @@ A64_NOP = bytes.fromhex("1f2003d5")
 CLANG = [c for c in COMPILERS if c.kind == "clang"]
 CLANG14 = [c for c in CLANG if c.major == "14"]
 OTHER_CLANGS = [c for c in CLANG if c.major != "14"]
-OPTS = ["-O0", "-O1", "-O2", "-O3", "-Os", "-O2 -fPIC", "-O2 landing", "-Os landing"]
+OPTS = ["-O0", "-O1", "-O2", "-O3", "-Os", "-Oz", "-O2 -fPIC", "-O2 landing", "-Os landing"]
 
 
 def ids(compilers):
@@ -68,6 +68,45 @@ def disassembler(arch):
     return capstone.Cs(capstone.CS_ARCH_ARM64, capstone.CS_MODE_ARM)
 
 
+# Pointer authentication (armv8.3-a), which Debian's capstone does not
+# decode: the returns, and PACIA/AUTIA and the like (0xdac1....), which are
+# not branches.
+A64_PAC_RETURNS = {bytes.fromhex("ff0b5fd6"): "retaa", bytes.fromhex("ff0f5fd6"): "retab"}
+
+
+def a64_pac_data(word):
+    return int.from_bytes(word, "little") >> 16 == 0xdac1
+
+
+class Insn:
+    """What the checks read of one decoded instruction."""
+
+    def __init__(self, address, mnemonic, op_str, raw):
+        self.address, self.mnemonic, self.op_str, self.bytes = address, mnemonic, op_str, raw
+        self.size = len(raw)
+
+
+def disassemble(arch, code, address):
+    """Every instruction of CODE at ADDRESS, as far as it decodes."""
+    md = disassembler(arch)
+    if arch == "x86_64":
+        return [Insn(i.address, i.mnemonic, i.op_str, bytes(i.bytes))
+                for i in md.disasm(code, address)]
+    out = []
+    for off in range(0, len(code) - len(code) % 4, 4):
+        word = code[off:off + 4]
+        insn = next(md.disasm(word, address + off), None)
+        if insn is not None:
+            out.append(Insn(insn.address, insn.mnemonic, insn.op_str, word))
+        elif word in A64_PAC_RETURNS:
+            out.append(Insn(address + off, A64_PAC_RETURNS[word], "", word))
+        elif a64_pac_data(word):
+            out.append(Insn(address + off, "pac", "", word))
+        else:
+            break
+    return out
+
+
 def branch_target(insn):
     """The immediate target of a branch, or None (through a register or memory)."""
     op = insn.op_str.split(",")[-1].strip().lstrip("#")
@@ -105,7 +144,6 @@ def check_exit_sites(compiler, exe):
     """The exit records of EXE against its bytes.  Returns {function name:
     sorted kinds of its exit records}."""
     arch = compiler.arch
-    md = disassembler(arch)
     with Image(exe) as image:
         sites = image.sites()
         sizes = {addr: size for _, addr, size in image.function_symbols()}
@@ -125,7 +163,7 @@ def check_exit_sites(compiler, exe):
         kinds = {}
         for entry, e in entries.items():
             size = sizes[entry]
-            insns = list(md.disasm(image.read(entry, size), entry))
+            insns = disassemble(arch, image.read(entry, size), entry)
             assert sum(i.size for i in insns) == size, f"{e.name}: code does not disassemble"
             want = set()
             for i, (addr, kind) in enumerate(sorted(ways_out(arch, insns, entry, entry + size, sizes).items())):
@@ -182,6 +220,12 @@ def check_exits_c(compiler, tmp_path, opt):
 @pytest.mark.parametrize("compiler", CLANG14, ids=ids(CLANG14))
 def test_every_way_out_has_its_exit_site(compiler, tmp_path, opt):
     check_exits_c(compiler, tmp_path, opt)
+
+
+@pytest.mark.parametrize("compiler", [c for c in CLANG14 if c.arch == "aarch64"], ids=["aarch64"])
+def test_pointer_authenticating_returns(compiler, tmp_path):
+    """armv8.3-a's retaa: the site right in front of it."""
+    check_exits_c(compiler, tmp_path, "-O2 -march=armv8.3-a landing")
 
 
 @pytest.mark.parametrize("opt", ["-O0", "-O2", "-Os landing"])
