@@ -102,11 +102,27 @@ unsigned opcode_named(const TargetInstrInfo *tii, StringRef name)
 	return 0;
 }
 
+// Where a block whose last conditional terminator is MI goes when MI is
+// not taken: the target of the unconditional branch behind it, or the next
+// block; nullptr if neither is simple.
+MachineBasicBlock *not_taken(MachineInstr &mi)
+{
+	MachineBasicBlock &mbb = *mi.getParent();
+	MachineInstr *after = mi.getNextNode();
+	if (!after) {
+		auto next = std::next(mbb.getIterator());
+		return next == mbb.getParent()->end() ? nullptr : &*next;
+	}
+	if (after != &mbb.back() || !after->isUnconditionalBranch() || !after->getOperand(0).isMBB())
+		return nullptr;
+	return after->getOperand(0).getMBB();
+}
+
 // x86 at -Os makes "Jcc target" of a tail call (BranchFolder, optsize
 // only).  A site in front of it would run on both ways, so it goes back to
-// XRay's shape: "J!cc next" and, in a block of its own that the branch
-// falls into, the site and an unconditional tail jump.  Returns the jump to
-// put the site in front of, or nullptr after an error.
+// XRay's shape: "J!cc not_taken" and, in a block of its own that the
+// branch falls into, the site and an unconditional tail jump.  Returns the
+// jump to put the site in front of, or nullptr after an error.
 MachineInstr *unconditional_tail_call(MachineInstr &mi)
 {
 	MachineBasicBlock &mbb = *mi.getParent();
@@ -114,15 +130,18 @@ MachineInstr *unconditional_tail_call(MachineInstr &mi)
 	const TargetInstrInfo *tii = MF.getSubtarget().getInstrInfo();
 	StringRef name = tii->getName(mi.getOpcode());
 	unsigned jump = name == "TAILJMPd64_CC" ? opcode_named(tii, "TAILJMPd64") : 0;
-	auto next = std::next(mbb.getIterator());
-	if (!jump || mi.getNumExplicitOperands() != 2 || !mi.getOperand(1).isImm() ||
-	    next == MF.end() || &mi != &mbb.back()) {
+	MachineBasicBlock *fall = not_taken(mi);
+	SmallVector<MachineOperand, 1> cond;
+	if (jump && mi.getNumExplicitOperands() == 2 && mi.getOperand(1).isImm())
+		cond.push_back(MachineOperand::CreateImm(mi.getOperand(1).getImm()));
+	if (cond.empty() || !fall || tii->reverseBranchCondition(cond)) {
 		error(MF.getFunction(), "no exit site for the conditional return " + name.str());
 		return nullptr;
 	}
+	if (mi.getNextNode())
+		mi.getNextNode()->eraseFromParent(); // the branch to FALL
 	MachineBasicBlock *tail = MF.CreateMachineBasicBlock(mbb.getBasicBlock());
-	MF.insert(next, tail);
-	SmallVector<MachineOperand, 1> cond{MachineOperand::CreateImm(mi.getOperand(1).getImm())};
+	MF.insert(std::next(mbb.getIterator()), tail);
 	tail->splice(tail->end(), &mbb, mi.getIterator());
 	mi.setDesc(tii->get(jump));
 	remove_operand(mi, 1);
@@ -130,11 +149,7 @@ MachineInstr *unconditional_tail_call(MachineInstr &mi)
 		if (mo.isReg() && mo.isUse() && mo.getReg().isPhysical())
 			tail->addLiveIn(mo.getReg());
 	tail->sortUniqueLiveIns();
-	if (tii->reverseBranchCondition(cond)) {
-		error(MF.getFunction(), "cannot reverse the condition of " + name.str());
-		return nullptr;
-	}
-	tii->insertBranch(mbb, &*next, nullptr, cond, mi.getDebugLoc());
+	tii->insertBranch(mbb, fall, nullptr, cond, mi.getDebugLoc());
 	mbb.addSuccessor(tail);
 	return &mi;
 }
