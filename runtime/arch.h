@@ -50,15 +50,21 @@ ftpad_arch_pad_verdict(const struct ftpad_site_record *rec, const struct ftpad_s
 						       const uint8_t *, size_t),
 		       const char *(*reason)(enum ftpad_pad_verdict), const char **why)
 {
+	/* An exit site's slot is its entry site's to check (and, once that
+	 * is enabled, holds a pointer); the site may lie before the entry, in
+	 * a cold part: the bytes checked span both, and only the site's are
+	 * read. */
 	uintptr_t slot = ftpad_site_slot(site), addr = ftpad_site_addr(site);
-	uintptr_t base = (slot ? slot : site->entry) & ~(uintptr_t)7;
+	uintptr_t low = slot ? slot : site->entry < addr ? site->entry : addr;
+	uintptr_t base = low & ~(uintptr_t)7;
+	uintptr_t end = addr + ftpad_arch_site_len > site->entry ? addr + ftpad_arch_site_len
+								 : site->entry + 1;
 	const struct ftpad_pad_site pad = {
 		.entry = site->entry - base, .site = addr - base,
 		.ops = slot ? slot - base : 0, .has_ops = slot != 0,
 		.site_len = rec->site_len, .kind = rec->kind, .flags = rec->flags,
 	};
-	enum ftpad_pad_verdict v = check(&pad, (const uint8_t *)base,
-					 addr + ftpad_arch_site_len - base);
+	enum ftpad_pad_verdict v = check(&pad, (const uint8_t *)base, end - base);
 
 	if (v != FTPAD_PAD_OK && v != FTPAD_PAD_PREPARED)
 		*why = reason(v);
@@ -67,8 +73,10 @@ ftpad_arch_pad_verdict(const struct ftpad_site_record *rec, const struct ftpad_s
 
 /*
  * The enabled site instruction: a call to the stub for site->kind in the
- * stub page at stubs, the one of the full register save with regs.
- * Returns 0, or -ERANGE when the stub is out of reach.
+ * stub page at stubs, the one of the full register save with regs; for an
+ * exit site (ftpad_site_is_exit()), the branch to its exit stub (regs is
+ * then false: exits have one trampoline).  Returns 0, or -ERANGE when the
+ * stub is out of reach.
  */
 int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool regs,
 			 uint8_t *buf) FTPAD_HIDDEN;
@@ -95,6 +103,17 @@ bool ftpad_arch_site_calls(uintptr_t addr) FTPAD_HIDDEN;
  * for a page mapped at address page. */
 extern const size_t ftpad_arch_stubs_size FTPAD_HIDDEN;
 void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page) FTPAD_HIDDEN;
+
+/*
+ * Exit sites: 0 when they all share a stub among the ones above (x86_64),
+ * else the bytes (a multiple of 8) of each exit site's own stub, which
+ * follow them: exit site s's at stubs + ftpad_arch_stubs_size +
+ * s->exit_index * ftpad_arch_exit_stub_size, filled for address at by
+ * ftpad_arch_exit_stub_fill() (aarch64: the stub knows its site).
+ */
+extern const size_t ftpad_arch_exit_stub_size FTPAD_HIDDEN;
+void ftpad_arch_exit_stub_fill(uint8_t *buf, uintptr_t at,
+			       const struct ftpad_site *site) FTPAD_HIDDEN;
 
 /*
  * Write batch b (struct ftpad_batch): change the instructions of its sites
@@ -134,6 +153,10 @@ int ftpad_arch_batch_write(struct ftpad_batch *b) FTPAD_HIDDEN;
  * registers from regs before it returns). */
 unsigned long *ftpad_arch_regs_argument_slot(struct ftpad_regs *regs,
 					     unsigned int n) FTPAD_HIDDEN;
+
+/* In regs saved at an exit (FTPAD_REGS_EXIT): where the trampoline keeps
+ * register r (ftpad.h ftpad_regs_return_reg()), or NULL. */
+void *ftpad_arch_regs_return_reg(struct ftpad_regs *regs, enum ftpad_return_reg r) FTPAD_HIDDEN;
 
 /* The stack pointer at the traced function's entry. */
 unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs) FTPAD_HIDDEN;

@@ -68,7 +68,8 @@ static void build_table(void)
 {
 	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
 		for (size_t i = 0; i < m->nsites && nips < MAX_IPS; i++)
-			if (ftpad_ops_match(&early_ops, m->sites[i].name))
+			if (!ftpad_site_is_exit(&m->sites[i]) &&
+			    ftpad_ops_match(&early_ops, m->sites[i].name))
 				ips[nips++] = m->sites[i].entry;
 	ftpad_sort(ips, nips, sizeof(ips[0]), cmp_ip);
 }

@@ -52,14 +52,35 @@ struct ftpad_site {
 	uintptr_t entry;        /* the function's entry: the ip callbacks see */
 	const char *name;       /* NULL when neither record nor symbols name it */
 	struct ftpad_ops *want; /* scratch of ftpad_update_sites() */
+	/* The patchable instruction is at entry + site_off: right behind the
+	 * entry for an entry site, anywhere in the function for an exit site
+	 * (before the entry too, in a cold part). */
+	int32_t site_off;
 	uint16_t flags;         /* enum ftpad_site_flags of the record */
-	uint8_t site_off;       /* the patchable instruction is at entry + site_off */
 	uint8_t kind;           /* which trampoline stub the site calls (arch) */
 	int8_t patching;        /* atomic: +1/-1 while a call/the NOP is being written */
 	uint8_t target_regs;    /* atomic: the call being written goes to the REGS stub */
 	uint8_t state;          /* FTPAD_S_* */
 	uint8_t batch;          /* FTPAD_B_* */
+	uint8_t type;           /* enum ftpad_site_kind of the record, | FTPAD_T_NOEXIT */
+	uint32_t exit_index;    /* exit sites: which of the module's exit stubs is theirs */
 };
+
+/* struct ftpad_site.type: an entry site whose function has no exit
+ * sites (an object built without exit=1): its calls have entries only. */
+#define FTPAD_T_KIND_MASK 0x0f
+#define FTPAD_T_NOEXIT 0x80
+
+static inline bool ftpad_site_is_exit(const struct ftpad_site *s)
+{
+	return (s->type & FTPAD_T_KIND_MASK) != FTPAD_SITE_KIND_ENTRY;
+}
+
+/* An entry site whose function has no exit sites ("entries only"). */
+static inline bool ftpad_site_entries_only(const struct ftpad_site *s)
+{
+	return s->type & FTPAD_T_NOEXIT;
+}
 
 static inline uintptr_t ftpad_site_addr(const struct ftpad_site *s)
 {
@@ -107,8 +128,10 @@ struct ftpad_module {
 	uintptr_t lo, hi;            /* extent of all its PT_LOAD segments */
 	struct ftpad_segment segs[FTPAD_MAX_SEGMENTS];
 	int nsegs;
-	struct ftpad_site *sites;    /* sorted by address */
+	struct ftpad_site *sites;    /* entry and exit sites, sorted by site address */
 	size_t nsites;
+	size_t nexits;               /* of which exit sites (exit_index 0..nexits-1) */
+	size_t stubs_size;           /* bytes mapped at stubs */
 	bool unnamed;                /* some site's record has no name */
 	const void *map;             /* the file, mapped read-only; NULL: none */
 	size_t map_size;
@@ -495,6 +518,10 @@ extern unsigned long ftpad_traps FTPAD_HIDDEN; /* atomic: see ftpad_stats.traps 
 #else
 #define FTPAD_VEC_BYTES 16
 #endif
+/* struct ftpad_regs.full: which trampoline saved them. */
+#define FTPAD_REGS_ARGS 0 /* an entry's argument registers */
+#define FTPAD_REGS_FULL 1 /* every register (FTPAD_OPS_FL_SAVE_REGS) */
+#define FTPAD_REGS_EXIT 2 /* an exit's (arch.h ftpad_arch_regs_return_reg()) */
 struct ftpad_regs {
 	struct ftpad_pt_regs pt;
 	struct ftpad_ops *ops;
@@ -509,6 +536,9 @@ struct ftpad_regs {
  */
 void ftpad_dispatch_site(uintptr_t ip, uintptr_t parent_ip, struct ftpad_regs *regs,
 			 uintptr_t site, uintptr_t slot) FTPAD_HIDDEN;
+/* The same at the exit site at site: the exit callbacks of its function. */
+void ftpad_dispatch_exit(uintptr_t site, uintptr_t parent_ip,
+			 struct ftpad_regs *regs) FTPAD_HIDDEN;
 
 /* filter.c: an ops' glob lists (ops->internal.filter and .notrace). */
 struct ftpad_filter;

@@ -106,47 +106,55 @@ static bool in_exec_segment(const struct ftpad_module *mod, uintptr_t addr, size
 	return prot >= 0 && (prot & PROT_EXEC) && ftpad_module_prot(mod, addr + len - 1) == prot;
 }
 
-/* The last site whose field at offset off is <= key, or NULL. */
-static struct ftpad_site *site_search(uintptr_t key, size_t off)
+/* The index of the first site of mod at or after addr (mod->nsites: none). */
+static size_t first_site_from(const struct ftpad_module *mod, const struct ftpad_site *sites,
+			      size_t n, uintptr_t addr)
 {
-	struct ftpad_module *mod = ftpad_module_of(key);
-	size_t lo = 0, hi;
+	size_t lo = 0, hi = n;
 
-	if (!mod || !mod->nsites)
-		return NULL;
-	hi = mod->nsites;
-	while (hi - lo > 1) {
+	(void)mod;
+	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (*(uintptr_t *)((char *)&mod->sites[mid] + off) <= key)
-			lo = mid;
+		if (ftpad_site_addr(&sites[mid]) < addr)
+			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return &mod->sites[lo];
+	return lo;
 }
 
 struct ftpad_site *ftpad_site_by_entry(uintptr_t entry)
 {
-	/* Sites are sorted by address, and so by entry: functions do not nest. */
-	struct ftpad_site *s = site_search(entry, offsetof(struct ftpad_site, entry));
+	struct ftpad_module *mod = ftpad_module_of(entry);
+	size_t i;
 
-	return s && s->entry == entry ? s : NULL;
+	if (!mod)
+		return NULL;
+	/* Sites are sorted by address; the first one at or after an entry is
+	 * its function's entry site, if it has one: the bytes between an
+	 * entry and its site (endbr64, mov x9, x30) hold no other site. */
+	i = first_site_from(mod, mod->sites, mod->nsites, entry);
+	return i < mod->nsites && mod->sites[i].entry == entry &&
+	       !ftpad_site_is_exit(&mod->sites[i]) ? &mod->sites[i] : NULL;
 }
 
 struct ftpad_site *ftpad_site_by_addr(uintptr_t addr)
 {
-	/* The site follows its entry within a few bytes. */
-	struct ftpad_site *s = site_search(addr, offsetof(struct ftpad_site, entry));
+	struct ftpad_module *mod = ftpad_module_of(addr);
+	size_t i;
 
-	return s && ftpad_site_addr(s) == addr ? s : NULL;
+	if (!mod)
+		return NULL;
+	i = first_site_from(mod, mod->sites, mod->nsites, addr);
+	return i < mod->nsites && ftpad_site_addr(&mod->sites[i]) == addr ? &mod->sites[i] : NULL;
 }
 
 static int cmp_site(const void *a, const void *b)
 {
-	const struct ftpad_site *x = a, *y = b;
+	uintptr_t x = ftpad_site_addr(a), y = ftpad_site_addr(b);
 
-	return x->entry < y->entry ? -1 : x->entry > y->entry;
+	return x < y ? -1 : x > y;
 }
 
 static void set_segments(struct ftpad_module *mod, const struct dl_phdr_info *info)
@@ -279,17 +287,22 @@ static const char *check_addresses(const struct ftpad_module *mod,
 {
 	uintptr_t addr = ftpad_site_field_addr(&rec->site), slot = ftpad_site_field_addr(&rec->ops);
 
+	bool exit = ftpad_site_is_exit(s);
+
 	if (rec->arch != ftpad_arch_id)
 		return "it was made for another architecture";
-	if (addr < s->entry || addr - s->entry > 64)
+	if (!exit && (addr < s->entry || addr - s->entry > 64))
 		return "the site does not follow the entry";
-	s->site_off = addr - s->entry;
+	if (exit && (intptr_t)(int32_t)(addr - s->entry) != (intptr_t)(addr - s->entry))
+		return "the exit site is more than 2 GiB from its entry";
+	s->site_off = (int32_t)(addr - s->entry);
 	if (slot && slot + 8 != s->entry)
 		return "the ops slot does not end at the entry";
 	if (!in_code(mod, seg, s->entry, 1) || !in_code(mod, seg, addr, ftpad_arch_site_len) ||
 	    (slot && !in_code(mod, seg, slot, 8)))
 		return "its addresses are outside the module's code";
-	s->state |= slot ? FTPAD_S_SLOT : 0;
+	/* The slot is the function's, written by its entry site only. */
+	s->state |= slot && !exit ? FTPAD_S_SLOT : 0;
 	return NULL;
 }
 
@@ -302,7 +315,12 @@ static int add_site(struct ftpad_module *mod, const struct ftpad_segment **seg,
 	memset(s, 0, sizeof(*s));
 	s->entry = ftpad_site_field_addr(&rec->entry);
 	s->flags = rec->flags;
-	if (rec->name) {
+	s->type = rec->kind;
+	if (rec->version == FTPAD_SITE_VERSION_ENTRY && rec->kind != FTPAD_SITE_KIND_ENTRY)
+		why = "a version 1 record has a kind";
+	else if (rec->kind > FTPAD_SITE_KIND_TAIL_EXIT)
+		why = "its kind is unknown";
+	if (!why && rec->name) {
 		uintptr_t name = ftpad_site_field_addr(&rec->name);
 
 		if (name >= mod->lo && name < mod->hi)
@@ -316,6 +334,46 @@ static int add_site(struct ftpad_module *mod, const struct ftpad_segment **seg,
 		return 0;
 	warn_site(mod, s, why);
 	return -EINVAL;
+}
+
+/*
+ * Tie each exit site of the n sorted ones to its function's entry site (the
+ * same entry): an exit site whose entry site was rejected is dropped, an
+ * entry site left without exit sites is marked entries only
+ * (FTPAD_T_NOEXIT).  Each exit gets its stub's index.  Returns the sites
+ * kept, still sorted.  O(n log n): one search per exit site.
+ */
+static size_t tie_exits(struct ftpad_module *mod, size_t n)
+{
+	struct ftpad_site *sites = mod->sites;
+	size_t kept = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!ftpad_site_is_exit(&sites[i]))
+			sites[i].type |= FTPAD_T_NOEXIT;
+	for (size_t i = 0; i < n; i++) {
+		struct ftpad_site *s = &sites[i];
+		size_t e;
+
+		if (!ftpad_site_is_exit(s))
+			continue;
+		e = first_site_from(mod, sites, n, s->entry);
+		if (e < n && sites[e].entry == s->entry && !ftpad_site_is_exit(&sites[e]))
+			sites[e].type &= ~FTPAD_T_NOEXIT;
+		else
+			s->type = 0xff; /* dropped below */
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (sites[i].type == 0xff) {
+			ftpad_debug("ftpad: %s: the exit site at %#lx has no entry site; ignored\n",
+				    mod->path, (unsigned long)ftpad_site_addr(&sites[i]));
+			continue;
+		}
+		if (ftpad_site_is_exit(&sites[i]))
+			sites[i].exit_index = (uint32_t)mod->nexits++;
+		sites[kept++] = sites[i];
+	}
+	return kept;
 }
 
 /* Read the module's records; a table of an unknown version is rejected whole. */
@@ -355,18 +413,17 @@ static int read_sites(struct ftpad_module *mod)
 	for (size_t i = 0; i < n; i++) {
 		struct ftpad_site *s = &mod->sites[kept];
 
-		/* Exit sites (version 2) are not patched yet: skipped. */
-		if (!rec[i].version || rec[i].kind != FTPAD_SITE_KIND_ENTRY ||
-		    add_site(mod, &seg, &rec[i], s))
+		if (!rec[i].version || add_site(mod, &seg, &rec[i], s))
 			continue;
-		sorted &= !kept || s[-1].entry < s->entry;
+		sorted &= !kept || ftpad_site_addr(&s[-1]) < ftpad_site_addr(s);
 		mod->unnamed |= !s->name;
 		kept++;
 	}
-	/* The linker keeps the records in address order: usually no sort. */
+	/* The linker keeps the records in address order: usually no sort
+	 * (a function's cold part, with exits of its own, breaks it). */
 	if (!sorted)
 		ftpad_sort(mod->sites, kept, sizeof(*mod->sites), cmp_site);
-	mod->nsites = kept;
+	mod->nsites = tie_exits(mod, kept);
 	return 0;
 }
 
@@ -495,10 +552,8 @@ static bool same_load(const struct ftpad_module *m, const struct dl_phdr_info *i
 static void free_module(struct ftpad_retired *r)
 {
 	struct ftpad_module *m = (struct ftpad_module *)r;
-	long page = sysconf(_SC_PAGESIZE);
-
 	if (m->stubs)
-		munmap((void *)m->stubs, page);
+		munmap((void *)m->stubs, m->stubs_size);
 	if (m->map)
 		munmap((void *)m->map, m->map_size);
 	ftpad_free(m->syms);
@@ -727,13 +782,31 @@ static uintptr_t map_near(const struct ftpad_module *mod, size_t size)
 	return 0;
 }
 
+/* The stubs of mod mapped at page: the arch's shared ones, then one per
+ * exit site where the arch needs that (aarch64). */
+static void fill_stubs(const struct ftpad_module *mod, uint8_t *buf, uintptr_t page)
+{
+	ftpad_arch_stubs_fill(buf, page);
+	if (!ftpad_arch_exit_stub_size)
+		return;
+	for (size_t i = 0; i < mod->nsites; i++) {
+		const struct ftpad_site *s = &mod->sites[i];
+		size_t off = ftpad_arch_stubs_size + s->exit_index * ftpad_arch_exit_stub_size;
+
+		if (ftpad_site_is_exit(s))
+			ftpad_arch_exit_stub_fill(buf + off, page + off, s);
+	}
+}
+
 int ftpad_module_stubs(struct ftpad_module *mod)
 {
-	size_t size = (size_t)sysconf(_SC_PAGESIZE), len = ftpad_arch_stubs_size;
-	struct ftpad_poke pokes[len / 8];
-	uint8_t buf[len];
+	size_t page_size = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = ftpad_arch_stubs_size + mod->nexits * ftpad_arch_exit_stub_size;
+	size_t size = (len + page_size - 1) & ~(page_size - 1);
+	struct ftpad_poke *pokes;
+	uint8_t *buf;
 	uintptr_t page;
-	int err;
+	int err = -ENOMEM;
 
 	if (mod->stubs)
 		return 0;
@@ -743,20 +816,27 @@ int ftpad_module_stubs(struct ftpad_module *mod)
 			   mod->path, (unsigned long)mod->lo, (unsigned long)mod->hi);
 		return -ERANGE;
 	}
-	ftpad_arch_stubs_fill(buf, page);
-	for (size_t i = 0; i < len / 8; i++) {
-		pokes[i].addr = page + 8 * i;
-		pokes[i].limit = page + size;
-		pokes[i].prot = PROT_READ | PROT_EXEC;
-		pokes[i].len = 8;
-		memcpy(pokes[i].bytes, buf + 8 * i, 8);
+	buf = ftpad_alloc(len);
+	pokes = ftpad_alloc(len / 8 * sizeof(*pokes));
+	if (buf && pokes) {
+		fill_stubs(mod, buf, page);
+		for (size_t i = 0; i < len / 8; i++) {
+			pokes[i].addr = page + 8 * i;
+			pokes[i].limit = page + size;
+			pokes[i].prot = PROT_READ | PROT_EXEC;
+			pokes[i].len = 8;
+			memcpy(pokes[i].bytes, buf + 8 * i, 8);
+		}
+		/* Nothing runs there yet: one write. */
+		err = ftpad_text_poke(pokes, len / 8, true);
 	}
-	/* Nothing runs there yet: one write. */
-	err = ftpad_text_poke(pokes, len / 8, true);
+	ftpad_free(buf);
+	ftpad_free(pokes);
 	if (err) {
 		munmap((void *)page, size);
 		return err;
 	}
+	mod->stubs_size = size;
 	mod->stubs = page;
 	return 0;
 }

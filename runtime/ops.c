@@ -68,8 +68,49 @@ static void list_func(unsigned long ip, unsigned long parent_ip, struct ftpad_op
 	}
 }
 
+/* An exit callback, with the recursion guard of FTPAD_OPS_FL_RECURSION. */
+static void call_exit(struct ftpad_ops *ops, unsigned long ip, unsigned long parent_ip,
+		      struct ftpad_regs *regs)
+{
+	struct ftpad_thread_slot *t = ftpad_slot;
+
+	if (!ops->exit_func)
+		return;
+	regs->ops = ops;
+	if (!(ops->flags & FTPAD_OPS_FL_RECURSION)) {
+		ops->exit_func(ip, parent_ip, ops, regs);
+		return;
+	}
+	if (t->guard)
+		return;
+	t->guard++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	ops->exit_func(ip, parent_ip, ops, regs);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->guard--;
+}
+
+/* list_func() at an exit: every registered ops with an exit callback. */
+static void list_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *list,
+		      struct ftpad_regs *regs)
+{
+	(void)list;
+	for (struct ftpad_ops *ops = registered_ops(); ops; ops = next_ops(ops))
+		if (ops->exit_func && ops_traces(ops, ip))
+			call_exit(ops, ip, parent_ip, regs);
+}
+
 /* Dispatches to every registered ops that traces the function. */
-static struct ftpad_ops list_ops = { .func = list_func, .internal.call = list_func };
+static struct ftpad_ops list_ops = { .func = list_func, .exit_func = list_exit,
+				     .internal.call = list_func };
+
+/* What an entry site calls for an ops with an exit callback only: its
+ * entry sites are enabled too (one plan for both), and call nothing. */
+static void no_entry(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+		     struct ftpad_regs *regs)
+{
+	(void)ip, (void)parent_ip, (void)ops, (void)regs;
+}
 
 /* Every site as the registered ops want it (patch.c). */
 static int update_sites(void)
@@ -126,6 +167,33 @@ void ftpad_dispatch_site(uintptr_t ip, uintptr_t parent_ip, struct ftpad_regs *r
 		saved_errno = *t->errno_ptr;
 		regs->ops = ops;
 		ops->internal.call(ip, parent_ip, ops, regs);
+		*t->errno_ptr = saved_errno;
+	}
+	ftpad_exit(t);
+}
+
+/*
+ * The dispatch at an exit site (the exit trampolines): its struct
+ * ftpad_site by address, whose ->ops is the ops or list_ops; ip is the
+ * function's entry.  Exit sites have no slot of their own.
+ */
+void ftpad_dispatch_exit(uintptr_t site, uintptr_t parent_ip, struct ftpad_regs *regs)
+{
+	struct ftpad_thread_slot *t = ftpad_enter();
+	struct ftpad_site *s;
+	struct ftpad_ops *ops;
+	int saved_errno;
+
+	if (!t)
+		return;
+	s = ftpad_site_by_addr(site);
+	ops = s ? __atomic_load_n(&s->ops, __ATOMIC_ACQUIRE) : NULL;
+	if (ops) {
+		saved_errno = *t->errno_ptr;
+		if (ops == &list_ops)
+			list_exit(s->entry, parent_ip, ops, regs);
+		else
+			call_exit(ops, s->entry, parent_ip, regs);
 		*t->errno_ptr = saved_errno;
 	}
 	ftpad_exit(t);
@@ -229,7 +297,7 @@ int ftpad_register_ops(struct ftpad_ops *ops)
 	struct ftpad_ops **pp = &registered;
 	int err;
 
-	if (!ops || !ops->func || (ops->flags & ~KNOWN_FLAGS))
+	if (!ops || (!ops->func && !ops->exit_func) || (ops->flags & ~KNOWN_FLAGS))
 		return -EINVAL;
 	if (in_callback())
 		return -EDEADLK;
@@ -237,7 +305,8 @@ int ftpad_register_ops(struct ftpad_ops *ops)
 	err = -EBUSY;
 	if (is_registered(ops))
 		goto out;
-	ops->internal.call = ops->flags & (FTPAD_OPS_FL_RECURSION | FTPAD_OPS_FL_SAVE_REGS)
+	ops->internal.call = !ops->func ? no_entry
+			     : ops->flags & (FTPAD_OPS_FL_RECURSION | FTPAD_OPS_FL_SAVE_REGS)
 				     ? assist : ops->func;
 	err = ftpad_modules_refresh();
 	if (!err)
@@ -404,7 +473,9 @@ int ftpad_regs_set_ip(struct ftpad_regs *regs, unsigned long ip)
 {
 	if (!regs || !ip)
 		return -EINVAL;
-	if (!regs->ops || !(regs->ops->flags & FTPAD_OPS_FL_IPMODIFY))
+	/* At an exit: the function returns to its caller, whatever the flags. */
+	if (regs->full == FTPAD_REGS_EXIT || !regs->ops ||
+	    !(regs->ops->flags & FTPAD_OPS_FL_IPMODIFY))
 		return -EPERM;
 	ftpad_arch_regs_set_ip(regs, ip);
 	return 0;
@@ -412,7 +483,29 @@ int ftpad_regs_set_ip(struct ftpad_regs *regs, unsigned long ip)
 
 struct ftpad_pt_regs *ftpad_get_pt_regs(struct ftpad_regs *regs)
 {
-	return regs && regs->full ? &regs->pt : NULL;
+	return regs && regs->full == FTPAD_REGS_FULL ? &regs->pt : NULL;
+}
+
+void *ftpad_regs_return_reg(struct ftpad_regs *regs, enum ftpad_return_reg r)
+{
+	return regs && regs->full == FTPAD_REGS_EXIT ? ftpad_arch_regs_return_reg(regs, r) : NULL;
+}
+
+unsigned long ftpad_regs_get_return_value(struct ftpad_regs *regs)
+{
+	unsigned long *v = ftpad_regs_return_reg(regs, FTPAD_RET_INT0);
+
+	return v ? *v : 0;
+}
+
+int ftpad_regs_set_return_value(struct ftpad_regs *regs, unsigned long val)
+{
+	unsigned long *v = ftpad_regs_return_reg(regs, FTPAD_RET_INT0);
+
+	if (!v)
+		return -EINVAL;
+	*v = val;
+	return 0;
 }
 
 /* Under the lock: refresh, and bring the sites of the modules read since
@@ -471,9 +564,19 @@ int ftpad_get_stats(struct ftpad_stats *st)
 	sync_modules();
 	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next) {
 		s.modules += m->nsites > 0;
-		s.sites += m->nsites;
-		for (size_t i = 0; i < m->nsites; i++)
-			s.enabled += !!(m->sites[i].state & FTPAD_S_ENABLED);
+		s.sites += m->nsites - m->nexits;
+		s.exit_sites += m->nexits;
+		for (size_t i = 0; i < m->nsites; i++) {
+			const struct ftpad_site *site = &m->sites[i];
+			bool on = site->state & FTPAD_S_ENABLED;
+
+			if (ftpad_site_is_exit(site)) {
+				s.exits_enabled += on;
+				continue;
+			}
+			s.enabled += on;
+			s.entries_only += ftpad_site_entries_only(site);
+		}
 	}
 	ftpad_reclaim(false);
 	unlock();

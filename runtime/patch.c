@@ -108,6 +108,8 @@ struct plan {
 	struct ftpad_ops *want;   /* ... this ops (or none), */
 	uint8_t regs;             /* ... with this FTPAD_S_WANT_REGS, */
 	struct decision table[2][256]; /* ... so decide() by [half][state] */
+	struct ftpad_ops *want_exit;   /* ... and every exit site this (want, if it has */
+	struct decision exit_table[2][256]; /* an exit callback), decided so */
 	struct ftpad_batch up, down;
 	size_t nstore;            /* sites with FTPAD_B_STORE */
 };
@@ -150,12 +152,31 @@ static void publish_entries(struct ops_plan *op)
 		ftpad_retire(&old->retired, free_entries);
 }
 
+/* What the registered ops want at exit site s: those with an exit
+ * callback that trace its function.  Exits have one trampoline. */
+static struct ftpad_ops *wanted_exit(struct plan *pl, const struct ftpad_site *s)
+{
+	struct ftpad_ops *want = NULL;
+
+	for (size_t k = 0; k < pl->nops; k++) {
+		struct ops_plan *op = &pl->op[k];
+
+		if (op->ops->exit_func && (op->all || ftpad_ops_match(op->ops, s->name)))
+			want = want ? pl->several : op->ops;
+	}
+	return want;
+}
+
 /* What the registered ops want at site s: ->want, and FTPAD_S_WANT_REGS
  * in *regs; the ops that list it get its entry. */
 static inline struct ftpad_ops *wanted(struct plan *pl, const struct ftpad_site *s, uint8_t *regs)
 {
 	struct ftpad_ops *want = NULL;
 
+	if (ftpad_site_is_exit(s)) {
+		*regs = 0;
+		return pl->uniform ? pl->want_exit : wanted_exit(pl, s);
+	}
 	if (pl->uniform) {
 		*regs = pl->regs;
 		return pl->want;
@@ -305,11 +326,15 @@ static int plan_ops(struct plan *pl, size_t total)
 	pl->uniform = !nops || (nops == 1 && pl->op[0].all);
 	pl->want = nops ? pl->op[0].ops : NULL;
 	pl->regs = nops && pl->op[0].regs ? FTPAD_S_WANT_REGS : 0;
+	pl->want_exit = pl->want && pl->want->exit_func ? pl->want : NULL;
 	for (int state = 0; pl->uniform && state < 256; state++) {
 		uint8_t t = pl->want ? FTPAD_S_ENABLED | (pl->regs ? FTPAD_S_REGS : 0) : 0;
+		uint8_t t_exit = pl->want_exit ? FTPAD_S_ENABLED : 0;
 
 		pl->table[0][state] = decide(state, false, t, pl->regs);
 		pl->table[1][state] = decide(state, true, t, pl->regs);
+		pl->exit_table[0][state] = decide(state, false, t_exit, 0);
+		pl->exit_table[1][state] = decide(state, true, t_exit, 0);
 	}
 	return 0;
 }
@@ -327,7 +352,6 @@ static int plan_ops(struct plan *pl, size_t total)
  */
 static int plan_uniform(struct plan *pl, struct ftpad_module *m)
 {
-	struct ftpad_ops *const want = pl->want;
 	struct ftpad_site *s = m->sites, *const stop = m->sites + m->nsites;
 	struct ftpad_site *up = NULL, *up_end = NULL, *down = NULL, *down_end = NULL;
 	size_t nup = 0, ndown = 0, slots = 0, nstore = 0;
@@ -336,7 +360,9 @@ static int plan_uniform(struct plan *pl, struct ftpad_module *m)
 	for (; s < stop; s++) {
 		struct ftpad_ops *ops = __atomic_load_n(&s->ops, __ATOMIC_RELAXED);
 		int8_t patching = __atomic_load_n(&s->patching, __ATOMIC_RELAXED);
-		struct decision d = pl->table[patching != 0][s->state];
+		bool exit = ftpad_site_is_exit(s);
+		struct ftpad_ops *want = exit ? pl->want_exit : pl->want;
+		struct decision d = (exit ? pl->exit_table : pl->table)[patching != 0][s->state];
 
 		if (s->want != want)
 			s->want = want;

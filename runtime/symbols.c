@@ -200,6 +200,27 @@ const char *ftpad_lookup_name(unsigned long ip)
 	return name;
 }
 
+/* 1, 0, or -ENOENT (ftpad.h); counted as dispatching, as find_name(). */
+static int entries_only(unsigned long ip)
+{
+	struct ftpad_thread_slot *t = ftpad_enter();
+	const struct ftpad_site *site = ftpad_site_by_entry(ip);
+	int r = site ? ftpad_site_entries_only(site) : -ENOENT;
+
+	if (t)
+		ftpad_exit(t);
+	return r;
+}
+
+int ftpad_lookup_entries_only(unsigned long ip)
+{
+	int r = entries_only(ip);
+
+	if (r == -ENOENT && ftpad_modules_try_refresh())
+		r = entries_only(ip);
+	return r;
+}
+
 static int format_symbol(unsigned long addr, char *buf, size_t size)
 {
 	const struct ftpad_sym *sym = ftpad_symbol_of(addr);

@@ -51,6 +51,23 @@
  *  - ftpad_trampoline_regs (FTPAD_OPS_FL_SAVE_REGS) saves and restores
  *    every general register and the flags too, then goes to C.
  *
+ *  - ftpad_trampoline_exit is what every enabled exit site reaches, by
+ *    `call rel32` to its module's exit stub, which jumps here and sets
+ *    nothing (docs/runtime.md "Exit sites").  There the function has
+ *    restored its caller's registers and is about to return (or jump to
+ *    a tail callee), with the stack as at its entry: [rsp] = site + 5,
+ *    [rsp + 8] = the return address into its caller.  Live are the return
+ *    value (rax, rdx, xmm0, xmm1, st(0), st(1)) and, in front of a tail
+ *    call, every argument register and r11 (the target of an indirect
+ *    tail call).  So it keeps rax rdx rcx rsi rdi r8 r9 r10 r11 and
+ *    vector registers 0-7 (as wide as the others do), and the x87
+ *    registers that hold something (fxam tells an empty st(0) from a
+ *    value): the x87 stack must be empty when C is called, so st(0) and
+ *    st(1) are stored with fstpt and loaded back with fldt, in order, which
+ *    keeps all 80 bits.  It calls ftpad_trampoline_at_exit(site + 5,
+ *    parent_ip, regs) with regs->full = 2 (FTPAD_REGS_EXIT), and always
+ *    returns to site + 5: an exit callback cannot redirect.
+ *
  * Each comes in the three widths above: ftpad_trampoline_2,
  * ftpad_trampoline_avx_2, ftpad_trampoline_avx512_2 and so on.
  *
@@ -82,6 +99,9 @@
 #define VEC_STRIDE 32
 #define R_ERRNO 416     /* after struct ftpad_regs: the fast path's errno */
 #define R_KIND 424      /* the stub's kind, for the full save's C call */
+#define R_ST0 416       /* exits: st(0) (10 bytes), instead of the two above */
+#define R_NST 428       /* exits: how many of st(0), st(1) were saved */
+#define R_ST1 432       /* exits: st(1) */
 #define R_ZHI 448       /* AVX-512 only: bits 256-511 of zmm0-7, 32 bytes each */
 /* Multiples of 32: the calls below see an aligned stack, the vectors too. */
 #define FRAME 448       /* SSE and AVX */
@@ -94,7 +114,7 @@
 
 #define T_ERRNO 8       /* struct ftpad_thread_slot: errno_ptr */
 #define T_WAITERS 28    /* struct ftpad_thread_slot: waiters */
-#define OPS_CALL 56     /* struct ftpad_ops: internal.call */
+#define OPS_CALL 64     /* struct ftpad_ops: internal.call */
 #define ENTER 0x1000001 /* an outermost dispatch: FTPAD_GEN_ONE + 1 */
 #define NOT_FAST 0xffffff /* FTPAD_BUSY_MASK | FTPAD_DEPTH_MASK */
 
@@ -298,19 +318,62 @@ FUNC \name
 	.size \name, .-\name
 	.endm
 
+/* Whether st(0) is empty (fxam: C3 C2 C0 = 1 0 1); rax is saved. */
+	.macro X87_EMPTY
+	fxam
+	fnstsw %ax
+	andw $0x4500, %ax
+	cmpw $0x4100, %ax
+	.endm
+
+/* Exit sites: every register that may be live there, see above. */
+	.macro EXIT name, vec
+FUNC \name
+	PROLOGUE \vec
+	movq %r11, R_R11(%rsp)
+	movq $2, R_FULL(%rsp)     /* FTPAD_REGS_EXIT */
+	movl $0, R_NST(%rsp)
+	X87_EMPTY
+	je 1f
+	fstpt R_ST0(%rsp)
+	movl $1, R_NST(%rsp)
+	X87_EMPTY
+	je 1f
+	fstpt R_ST1(%rsp)
+	movl $2, R_NST(%rsp)
+1:	movq R_RIP(%rsp), %rdi    /* site + 5 */
+	movq 16(%rbp), %rsi       /* parent_ip */
+	movq %rsp, %rdx           /* regs */
+	call ftpad_trampoline_at_exit
+	movl R_NST(%rsp), %eax
+	testl %eax, %eax
+	jz 2f
+	cmpl $1, %eax
+	je 3f
+	fldt R_ST1(%rsp)
+3:	fldt R_ST0(%rsp)
+2:	movq R_R11(%rsp), %r11
+	EPILOGUE \vec
+	.cfi_endproc
+	.size \name, .-\name
+	.endm
+
 	SLOTLESS ftpad_trampoline_0, ftpad_trampoline_1, SSE
 	FAST ftpad_trampoline_2, 0, 2, SSE
 	FAST ftpad_trampoline_3, 4, 3, SSE
 	FULL ftpad_trampoline_regs, SSE
+	EXIT ftpad_trampoline_exit, SSE
 
 	SLOTLESS ftpad_trampoline_avx_0, ftpad_trampoline_avx_1, AVX
 	FAST ftpad_trampoline_avx_2, 0, 2, AVX
 	FAST ftpad_trampoline_avx_3, 4, 3, AVX
 	FULL ftpad_trampoline_avx_regs, AVX
+	EXIT ftpad_trampoline_avx_exit, AVX
 
 	SLOTLESS ftpad_trampoline_avx512_0, ftpad_trampoline_avx512_1, AVX512
 	FAST ftpad_trampoline_avx512_2, 0, 2, AVX512
 	FAST ftpad_trampoline_avx512_3, 4, 3, AVX512
 	FULL ftpad_trampoline_avx512_regs, AVX512
+	EXIT ftpad_trampoline_avx512_exit, AVX512
 
 	.section .note.GNU-stack, "", @progbits

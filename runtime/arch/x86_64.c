@@ -34,7 +34,7 @@ _Static_assert(sizeof(struct ftpad_regs) == 416, "trampoline_x86_64.S R_ERRNO");
 _Static_assert(offsetof(struct ftpad_site, ops) == 0, "trampoline_x86_64.S: desc->ops");
 _Static_assert(offsetof(struct ftpad_thread_slot, errno_ptr) == 8, "trampoline_x86_64.S T_ERRNO");
 _Static_assert(offsetof(struct ftpad_thread_slot, waiters) == 28, "trampoline_x86_64.S T_WAITERS");
-_Static_assert(offsetof(struct ftpad_ops, internal.call) == 56, "trampoline_x86_64.S OPS_CALL");
+_Static_assert(offsetof(struct ftpad_ops, internal.call) == 64, "trampoline_x86_64.S OPS_CALL");
 _Static_assert(FTPAD_GEN_ONE + 1 == 0x1000001 && FTPAD_BUSY_MASK == 0xff0000 &&
 	       FTPAD_DEPTH_MASK == 0xffff, "trampoline_x86_64.S slot word");
 
@@ -48,6 +48,15 @@ enum {
 
 #define STUB_SIZE 16
 #define STUB_LITERALS (KIND_COUNT * STUB_SIZE)
+/* The exit sites' stub, behind the literals of the others, and its own
+ * literal (the exit trampoline's address). */
+#define EXIT_STUB (STUB_LITERALS + KIND_COUNT * 8)
+#define EXIT_LITERAL (EXIT_STUB + 8)
+/* The exit trampoline's frame (trampoline_x86_64.S): st(0), st(1) and how
+ * many of them were on the x87 stack, behind struct ftpad_regs. */
+#define R_ST0 416
+#define R_NST 428
+#define R_ST1 432
 
 /* The pad's instructions and its check are pad/x86_64.{h,c}. */
 static const uint8_t nop5[5] = { FTPAD_X86_64_SITE_NOP };
@@ -59,23 +68,31 @@ const uintptr_t ftpad_arch_reach = 0x7fff0000ul;
 const size_t ftpad_arch_site_len = sizeof(nop5);
 /* 0f 1f 84 00 00 00 00 00, the 8-byte NOP, read as a little-endian word. */
 const uint64_t ftpad_arch_slot_empty = 0x00000000841f0full;
-const size_t ftpad_arch_stubs_size = STUB_LITERALS + KIND_COUNT * 8;
+const size_t ftpad_arch_stubs_size = EXIT_LITERAL + 8;
+/* Every exit site calls the one exit stub: the trampoline finds the site
+ * from the return address. */
+const size_t ftpad_arch_exit_stub_size = 0;
 
-/* trampoline_x86_64.S: one entry per kind, in each vector width. */
+/* trampoline_x86_64.S: one entry per kind, then the exits', in each
+ * vector width. */
+#define TRAMPOLINE_EXIT (KIND_REGS + 1)
 #define TRAMPOLINES(w)                                                              \
 	extern char ftpad_trampoline##w##_0[], ftpad_trampoline##w##_1[],           \
 		ftpad_trampoline##w##_2[], ftpad_trampoline##w##_3[],               \
-		ftpad_trampoline##w##_regs[] FTPAD_HIDDEN;                          \
-	static const uintptr_t trampolines##w[KIND_REGS + 1] = {                    \
+		ftpad_trampoline##w##_regs[], ftpad_trampoline##w##_exit[] FTPAD_HIDDEN; \
+	static const uintptr_t trampolines##w[TRAMPOLINE_EXIT + 1] = {              \
 		(uintptr_t)ftpad_trampoline##w##_0, (uintptr_t)ftpad_trampoline##w##_1, \
 		(uintptr_t)ftpad_trampoline##w##_2, (uintptr_t)ftpad_trampoline##w##_3, \
 		(uintptr_t)ftpad_trampoline##w##_regs,                              \
+		(uintptr_t)ftpad_trampoline##w##_exit,                              \
 	}
 TRAMPOLINES();
 TRAMPOLINES(_avx);
 TRAMPOLINES(_avx512);
 void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 			    struct ftpad_regs *regs, unsigned long kind) FTPAD_HIDDEN;
+void ftpad_trampoline_at_exit(unsigned long ret, unsigned long parent_ip,
+			      struct ftpad_regs *regs) FTPAD_HIDDEN;
 
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why)
@@ -88,12 +105,19 @@ int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 	return 0;
 }
 
+/* The stub site calls in the stub page at stubs. */
+static inline uintptr_t stub_of(const struct ftpad_site *site, uintptr_t stubs, bool regs)
+{
+	unsigned int kind = site->kind | (regs ? KIND_REGS : 0);
+
+	return ftpad_site_is_exit(site) ? stubs + EXIT_STUB : stubs + kind * STUB_SIZE;
+}
+
 int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool regs,
 			 uint8_t *buf)
 {
-	unsigned int kind = site->kind | (regs ? KIND_REGS : 0);
 	uintptr_t addr = ftpad_site_addr(site);
-	intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE) - (intptr_t)(addr + 5);
+	intptr_t rel = (intptr_t)stub_of(site, stubs, regs) - (intptr_t)(addr + 5);
 	int32_t rel32 = (int32_t)rel;
 
 	if (rel != rel32)
@@ -144,6 +168,27 @@ static const uintptr_t *vector_trampolines(void)
 }
 
 /*
+ * The exit stub, at page + EXIT_STUB:   jmp *literal(%rip) ; int3 ; literal
+ * (or jmp rel32 when the trampoline is within reach).  Unlike the entry
+ * stubs it sets no register: everything is live at an exit, r11 too (GCC
+ * and clang jump through it in indirect tail calls).
+ */
+static void fill_exit_stub(uint8_t *p, uintptr_t at, uintptr_t target)
+{
+	intptr_t direct = (intptr_t)target - (intptr_t)(at + 5);
+	int32_t rel = EXIT_LITERAL - (EXIT_STUB + 6), d = (int32_t)direct;
+
+	if (direct == d) {
+		p[0] = 0xe9;
+		memcpy(p + 1, &d, sizeof(d));
+	} else {
+		p[0] = 0xff, p[1] = 0x25;
+		memcpy(p + 2, &rel, sizeof(rel));
+	}
+	memcpy(p + EXIT_LITERAL - EXIT_STUB, &target, sizeof(target));
+}
+
+/*
  * Stub k, at page + 16 * k:   mov $k, %r11d ; jmp *literal_k(%rip) ; int3...
  * and from page + 128 the absolute address of the trampoline of each kind;
  * `jmp rel32` instead of the indirect jump when the trampoline is within
@@ -177,6 +222,12 @@ void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page)
 		}
 	}
 	memcpy(buf + STUB_LITERALS, targets, sizeof(targets));
+	fill_exit_stub(buf + EXIT_STUB, page + EXIT_STUB, width[TRAMPOLINE_EXIT]);
+}
+
+void ftpad_arch_exit_stub_fill(uint8_t *buf, uintptr_t at, const struct ftpad_site *site)
+{
+	(void)buf, (void)at, (void)site; /* one shared stub */
 }
 
 unsigned long *ftpad_arch_regs_argument_slot(struct ftpad_regs *regs, unsigned int n)
@@ -189,6 +240,27 @@ unsigned long *ftpad_arch_regs_argument_slot(struct ftpad_regs *regs, unsigned i
 		return in_regs[n];
 	/* The 7th argument sits just above the return address. */
 	return &((unsigned long *)regs->pt.rsp)[1 + n - 6];
+}
+
+void *ftpad_arch_regs_return_reg(struct ftpad_regs *regs, enum ftpad_return_reg r)
+{
+	uint32_t nst;
+
+	memcpy(&nst, (char *)regs + R_NST, sizeof(nst));
+	switch (r) {
+	case FTPAD_RET_INT0:
+		return &regs->pt.rax;
+	case FTPAD_RET_INT1:
+		return &regs->pt.rdx;
+	case FTPAD_RET_VEC0:
+	case FTPAD_RET_VEC1:
+		return regs->vec[r - FTPAD_RET_VEC0];
+	case FTPAD_RET_X87_0:
+		return nst >= 1 ? (char *)regs + R_ST0 : NULL;
+	case FTPAD_RET_X87_1:
+		return nst >= 2 ? (char *)regs + R_ST1 : NULL;
+	}
+	return NULL;
 }
 
 unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs)
@@ -451,8 +523,7 @@ step_module(struct step_walk *sw, struct ftpad_module *m, const enum step step, 
 		 * only changes its rel32, in the tail step. */
 		rel_only = guard && call && p[0] == 0xe8;
 		if (call) {
-			unsigned int kind = s->kind | (s->target_regs ? KIND_REGS : 0);
-			intptr_t rel = (intptr_t)(stubs + kind * STUB_SIZE - hi);
+			intptr_t rel = (intptr_t)(stub_of(s, stubs, s->target_regs) - hi);
 
 			rel32 = (int32_t)rel;
 			/* Never: the stub page is within reach of the whole module. */
@@ -705,4 +776,11 @@ void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 	uintptr_t ip = site - (kind & KIND_ENDBR ? sizeof(endbr64) : 0);
 
 	ftpad_dispatch_site(ip, parent_ip, regs, site, kind & KIND_SLOT ? ip - 8 : 0);
+}
+
+/* Called by the exit trampolines: ret is the address after the exit
+ * site's call. */
+void ftpad_trampoline_at_exit(unsigned long ret, unsigned long parent_ip, struct ftpad_regs *regs)
+{
+	ftpad_dispatch_exit(ret - sizeof(nop5), parent_ip, regs);
 }

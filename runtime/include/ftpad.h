@@ -58,7 +58,8 @@ struct ftpad_ops;
  * ip:        the entry address of the traced function (its symbol value);
  * parent_ip: the return address into its caller;
  * ops:       the ops that was registered, so ops->private reaches its state;
- * regs:      the function's arguments, valid only during the call.
+ * regs:      the function's arguments (at an exit: its return value),
+ *            valid only during the call.
  */
 typedef void (*ftpad_func_t)(unsigned long ip, unsigned long parent_ip,
 			     struct ftpad_ops *ops, struct ftpad_regs *regs);
@@ -92,8 +93,22 @@ typedef void (*ftpad_func_t)(unsigned long ip, unsigned long parent_ip,
  */
 #define FTPAD_OPS_FL_SAVE_REGS (1ul << 3)
 
+/*
+ * func is called at the entry of every function the ops traces, exit_func
+ * (as Linux's fprobe exit handler) at each of its exits: in front of every
+ * return and every tail call's jump, where the compiler made exit sites
+ * (the plugins' exit=1).  Either may be NULL, not both.  exit_func gets the
+ * same ip (the function's entry) and parent_ip (the return address into
+ * its caller) as func, and the return value through
+ * ftpad_regs_get_return_value() and ftpad_regs_return_reg(); it cannot
+ * change where the function returns (ftpad_regs_set_ip() returns -EPERM
+ * there).  Functions whose objects have no exit sites only ever call func
+ * (ftpad_lookup_entries_only()).  Since version 1 of the library
+ * (libftpad.so.1), which added exit_func.
+ */
 struct ftpad_ops {
 	ftpad_func_t func;
+	ftpad_func_t exit_func;
 	unsigned long flags;
 #ifdef __cplusplus
 	void *private_; /* `private` in C, as in Linux; a keyword in C++ */
@@ -159,7 +174,7 @@ struct ftpad_pt_regs {
  * leads elsewhere) is left out with a warning through the log callback;
  * the call still returns 0 for the others.
  *
- * @return 0; -EINVAL for a NULL ops or func or unknown flags; -EBUSY if the
+ * @return 0; -EINVAL for a NULL ops, neither func nor exit_func, or unknown flags; -EBUSY if the
  * ops is already registered, or if it has FTPAD_OPS_FL_IPMODIFY and another
  * registered IPMODIFY ops traces one of its functions; -EDEADLK from a
  * callback; -ENOMEM; -EPERM or -EACCES when the text cannot be written
@@ -261,6 +276,42 @@ FTPAD_API void ftpad_regs_set_argument(struct ftpad_regs *regs, unsigned int n,
 				       unsigned long val);
 
 /**
+ * @brief **ftpad_regs_get_return_value()** returns, in an exit callback,
+ * the integer or pointer the function returns (rax, x0); 0 elsewhere.  At a
+ * tail exit the function returns what the function it jumps to will: the
+ * register holds nothing yet.
+ */
+FTPAD_API unsigned long ftpad_regs_get_return_value(struct ftpad_regs *regs);
+
+/**
+ * @brief **ftpad_regs_set_return_value()** makes the function return val
+ * (rax, x0) instead, from an exit callback (not a tail exit's).
+ * @return 0; -EINVAL for NULL regs, or outside an exit callback.
+ */
+FTPAD_API int ftpad_regs_set_return_value(struct ftpad_regs *regs, unsigned long val);
+
+/* The registers a return value may be in, for ftpad_regs_return_reg(). */
+enum ftpad_return_reg {
+	FTPAD_RET_INT0,  /* rax, x0: integers, pointers, a struct's first eightbyte */
+	FTPAD_RET_INT1,  /* rdx, x1: the second eightbyte */
+	FTPAD_RET_VEC0,  /* xmm0, q0 (16 bytes): double, float, aarch64's long double */
+	FTPAD_RET_VEC1,  /* xmm1, q1 */
+	FTPAD_RET_X87_0, /* x86_64: st(0) as 10 bytes (long double), */
+	FTPAD_RET_X87_1, /* ... st(1) (the imaginary part of a complex long double) */
+};
+
+/**
+ * @brief **ftpad_regs_return_reg()** points, in an exit callback, at the
+ * saved bytes of a register the return value may be in (16 of a vector
+ * register, 10 of an x87 one, 8 of a general one); the callback may change
+ * them, and the function returns what they then hold.  Which registers
+ * hold the value depends on its type, as the psABI says.
+ * @return the bytes, or NULL outside an exit callback, for a register the
+ * machine does not have, or for an x87 register that was empty.
+ */
+FTPAD_API void *ftpad_regs_return_reg(struct ftpad_regs *regs, enum ftpad_return_reg r);
+
+/**
  * @brief **ftpad_regs_get_stack_pointer()** returns the stack pointer at the
  * traced function's entry (on x86_64 it points at parent_ip).
  */
@@ -274,14 +325,17 @@ FTPAD_API unsigned long ftpad_regs_get_stack_pointer(struct ftpad_regs *regs);
  * patching).  Several IPMODIFY calls in one dispatch: the last one wins.
  *
  * @return 0; -EINVAL for NULL regs or ip 0; -EPERM unless called from the
- * callback of an ops registered with FTPAD_OPS_FL_IPMODIFY.
+ * callback of an ops registered with FTPAD_OPS_FL_IPMODIFY, and always
+ * from an exit callback: where a function returns is not the tracer's to
+ * change (nothing is written, the function returns to its caller).
  */
 FTPAD_API int ftpad_regs_set_ip(struct ftpad_regs *regs, unsigned long ip);
 
 /**
  * @brief **ftpad_get_pt_regs()** returns every register of the traced
  * function as it was at its entry, or NULL unless the site went through
- * the full save of FTPAD_OPS_FL_SAVE_REGS (as Linux's ftrace_get_regs()).
+ * the full save of FTPAD_OPS_FL_SAVE_REGS (as Linux's ftrace_get_regs()),
+ * and always NULL in an exit callback.
  * The callback may change the registers; the trampoline restores them all
  * from there (rsp/sp excepted).  Changing rip/pc is a redirect: use
  * ftpad_regs_set_ip(), which checks FTPAD_OPS_FL_IPMODIFY.  Only valid
@@ -323,6 +377,18 @@ FTPAD_API void ftpad_recursion_unlock(void);
 FTPAD_API const char *ftpad_lookup_name(unsigned long ip);
 
 /**
+ * @brief **ftpad_lookup_entries_only()** tells whether the padded function
+ * whose entry is ip has entries only: no exit site (its object was built
+ * without the plugins' exit=1, with plain -fpatchable-function-entry,
+ * -pg, recordmcount-ng...), so an exit callback is never called for it.
+ * Callable from callbacks, like ftpad_lookup_name().
+ *
+ * @return 1 (entries only), 0 (it has exit sites), or -ENOENT when no
+ * padded function starts at ip.
+ */
+FTPAD_API int ftpad_lookup_entries_only(unsigned long ip);
+
+/**
  * @brief **ftpad_lookup_symbol()** formats any code address as "func+0xoff"
  * ("func" when off is 0), or as "0x..." when no symbol covers it.
  * Callable from callbacks, like ftpad_lookup_name() (and it may also call
@@ -351,6 +417,10 @@ struct ftpad_stats {
 	 * grows with the threads that dispatch at the same time, not with all
 	 * that ever did (the slots of threads gone are reused). */
 	unsigned long thread_slots;
+	/* Since libftpad.so.1: */
+	unsigned long exit_sites;    /* valid exit sites (not in sites) */
+	unsigned long exits_enabled; /* of which patched to call a trampoline */
+	unsigned long entries_only;  /* functions with an entry site and no exit site */
 };
 
 /**
