@@ -57,10 +57,10 @@ endforeach()
 add_custom_command(OUTPUT ${a64_dir}/libftpad.so
   COMMAND ${FTPAD_AARCH64_GCC_PATH} -shared -o ${a64_dir}/libftpad.so ${a64_objects}
     ${a64_shared_only}
-    -Wl,-soname,libftpad.so.0
+    -Wl,-soname,libftpad.so.1
     -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
     -Wl,-z,defs -Wl,-z,noexecstack
-  COMMAND ${CMAKE_COMMAND} -E create_symlink libftpad.so ${a64_dir}/libftpad.so.0
+  COMMAND ${CMAKE_COMMAND} -E create_symlink libftpad.so ${a64_dir}/libftpad.so.1
   DEPENDS ${a64_objects} ${a64_shared_only} ${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
   COMMENT "aarch64: libftpad.so"
   VERBATIM)

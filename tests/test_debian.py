@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The Debian packages (issue 17): `dpkg-buildpackage -us -uc -b` builds them
 from a copy of the tree, each file lands where it should, lintian finds no
-error, libftpad0's symbols file is runtime/libftpad.map, and in a throwaway
+error, libftpad1's symbols file is runtime/libftpad.map, and in a throwaway
 Debian 12 chroot the installed packages let `gcc -fplugin=ftpad` (by name)
 build a program that traces itself and that `ftpad record` traces.
 
@@ -49,24 +49,24 @@ CONTENTS = {
         f"{LIB}/ftpad/aarch64-gcc-11/ftpad.so -> "
         "../../../gcc-cross/aarch64-linux-gnu/11/plugin/ftpad.so"],
     "clang-plugin-ftpad": [f"{LIB}/ftpad/ftpad-clang.so"],
-    "libftpad0": [f"{LIB}/libftpad.so.0.1.0", f"{LIB}/libftpad.so.0 -> libftpad.so.0.1.0"],
+    "libftpad1": [f"{LIB}/libftpad.so.1.0.0", f"{LIB}/libftpad.so.1 -> libftpad.so.1.0.0"],
     "libftpad-dev": ["usr/include/ftpad.h", "usr/include/ftpad_site.h",
                      "usr/include/ftpad_trace.h", f"{LIB}/libftpad.a",
-                     f"{LIB}/libftpad.so -> libftpad.so.0", f"{LIB}/pkgconfig/ftpad.pc",
+                     f"{LIB}/libftpad.so -> libftpad.so.1", f"{LIB}/pkgconfig/ftpad.pc",
                      f"{LIB}/cmake/ftpad/ftpadConfig.cmake",
                      f"{LIB}/cmake/ftpad/ftpadConfigVersion.cmake",
                      f"{LIB}/cmake/ftpad/ftpadTargets.cmake",
                      "usr/share/man/man3/libftpad.3.gz", "usr/share/man/man7/ftpad-plugin.7.gz"],
 }
 # Files that must be in no package but the one named above.
-OWNED = {"libftpad.so.0.1.0": "libftpad0", "ftpad.h": "libftpad-dev"}
+OWNED = {"libftpad.so.1.0.0": "libftpad1", "ftpad.h": "libftpad-dev"}
 
 # The chroot: Debian 12 with the compiler and what the packages need.
 SUITE = "bookworm"
 CHROOT_PACKAGES = ["gcc", "gcc-12", "libc6-dev", "libstdc++6", "libelf1"]
 CHROOT_CACHE = pathlib.Path(os.environ.get("FTPAD_CHROOT_CACHE", "/var/cache/ftpad/chroot"))
 # The packages a user of the GCC plugin installs (clang-14 would add ~500 MB).
-CHROOT_DEBS = ["ftpad", "gcc-12-plugin-ftpad", "libftpad0", "libftpad-dev"]
+CHROOT_DEBS = ["ftpad", "gcc-12-plugin-ftpad", "libftpad1", "libftpad-dev"]
 
 
 def need(*tools):
@@ -161,7 +161,7 @@ def test_gcc_plugin_depends_on_its_compiler_build(packages, gcc):
     major, minor, _ = upstream.split(".")
     assert f"{gcc} (>= {upstream})" in depends, depends
     assert f"{gcc} (<< {major}.{int(minor) + 1})" in depends, depends
-    assert "libftpad0 (= " in control_field(packages["debs"]["libftpad-dev"], "Depends")
+    assert "libftpad1 (= " in control_field(packages["debs"]["libftpad-dev"], "Depends")
 
 
 def test_lintian_finds_no_error(packages):
@@ -185,9 +185,9 @@ def map_symbols():
 
 
 def test_symbols_file_is_the_version_script(packages, tmp_path):
-    run(["dpkg-deb", "-e", packages["debs"]["libftpad0"], tmp_path / "control"])
+    run(["dpkg-deb", "-e", packages["debs"]["libftpad1"], tmp_path / "control"])
     lines = (tmp_path / "control" / "symbols").read_text().splitlines()
-    assert lines[0].startswith("libftpad.so.0 libftpad0 "), lines[0]
+    assert lines[0].startswith("libftpad.so.1 libftpad1 "), lines[0]
     installed = {line.split()[0] for line in lines[1:] if line.startswith(" ")}
     assert installed == map_symbols(), (installed ^ map_symbols())
     # dpkg-gensymbols ran at -c4 and had nothing to say about them.
@@ -270,7 +270,7 @@ def test_installed_packages_build_with_the_plugin_by_name(chroot):
     plugin_dir = in_chroot(chroot, "gcc -print-file-name=plugin").stdout.strip()
     assert in_chroot(chroot, f"readlink -f /{LIB}/ftpad/ftpad.so").stdout.strip() == \
         f"{plugin_dir}/ftpad.so"
-    # ftpad record preloads libftpad from libftpad0 alone (libftpad.so.0:
+    # ftpad record preloads libftpad from libftpad1 alone (libftpad.so.1:
     # without libftpad-dev there is no libftpad.so).
     in_chroot(chroot, "dpkg -r libftpad-dev")
     p = in_chroot(chroot, "ftpad record --filter greet -o /tmp/trace.txt -- /tmp/hello")

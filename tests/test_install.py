@@ -64,7 +64,7 @@ def check_traced(prefix, exe, tmp_path, env):
 
 def test_install_layout(prefix):
     for f in ["bin/ftpad", "bin/recordmcount-ng", "bin/ftpad-config", "lib/ftpad/ftpad.so",
-              "lib/ftpad/ftpad-specs.sh", "lib/libftpad.so.0", "lib/libftpad.a",
+              "lib/ftpad/ftpad-specs.sh", "lib/libftpad.so.1", "lib/libftpad.a",
               "include/ftpad.h", "include/ftpad_site.h", "include/ftpad_trace.h",
               "lib/pkgconfig/ftpad.pc",
               "lib/cmake/ftpad/ftpadConfig.cmake", "lib/cmake/ftpad/ftpadConfigVersion.cmake",

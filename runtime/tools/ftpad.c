@@ -73,7 +73,7 @@ static int find_library(char *out, size_t size)
 	ssize_t n;
 	static const char *const rel[] = { FTPAD_BUILD_LIB,
 					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so",
-					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so.0" };
+					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so.1" };
 
 	if (env && *env) {
 		if (access(env, R_OK)) {
