@@ -71,9 +71,15 @@ struct ftpad_site {
 #define FTPAD_T_KIND_MASK 0x0f
 #define FTPAD_T_NOEXIT 0x80
 
+/* What the site is: enum ftpad_site_kind (entry, exit, tail exit). */
+static inline enum ftpad_site_kind ftpad_site_kind(const struct ftpad_site *s)
+{
+	return (enum ftpad_site_kind)(s->type & FTPAD_T_KIND_MASK);
+}
+
 static inline bool ftpad_site_is_exit(const struct ftpad_site *s)
 {
-	return (s->type & FTPAD_T_KIND_MASK) != FTPAD_SITE_KIND_ENTRY;
+	return ftpad_site_kind(s) != FTPAD_SITE_KIND_ENTRY;
 }
 
 /* An entry site whose function has no exit sites ("entries only"). */
