@@ -48,7 +48,7 @@ void record(unsigned long ip, unsigned long parent_ip, ftpad_ops *, ftpad_regs *
 #endif
 }
 
-ftpad_ops ops = { record, FTPAD_OPS_FL_RECURSION, nullptr, {} };
+ftpad_ops ops = { record, nullptr, FTPAD_OPS_FL_RECURSION, nullptr, {} };
 
 } // namespace
 
