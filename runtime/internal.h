@@ -575,6 +575,8 @@ int ftpad_update_sites(struct ftpad_ops *registered, struct ftpad_ops *several) 
 void ftpad_sites_resync(void) FTPAD_HIDDEN;
 /* tracer.c */
 void ftpad_tracer_start(void) FTPAD_HIDDEN;
+/* record.c: the recorder, if FTPAD_RECORD names a trace directory. */
+void ftpad_record_start(void) FTPAD_HIDDEN;
 
 /* early.c: very early tracing (FTPAD_EARLY). */
 struct ftpad_early_entry {

@@ -1,0 +1,745 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * record.c - the recorder: binary events into a trace directory
+ * (docs/format.md "The trace directory", <ftpad_trace.h>), started from
+ * the environment that `ftpad record` sets:
+ *
+ *   FTPAD_RECORD=DIR            the trace directory (made by `ftpad record`)
+ *   FTPAD_RECORD_FILTER=globs   record these functions (default: all)
+ *   FTPAD_RECORD_NOTRACE=globs  ... but not these
+ *   FTPAD_RECORD_SIZE=bytes     cap on the events' bytes; then dropped, counted
+ *   FTPAD_RECORD_CHUNK=n        events per chunk (default 4096: 64 KiB)
+ *   FTPAD_RECORD_CHUNKS=n       chunks in the pool (default 64)
+ *   FTPAD_RECORD_IMAGE=pid.n    set by the recorder itself: the image this
+ *                               process writes, so an exec'ed program
+ *                               continues into pid.(n+1) (exec_from=)
+ *
+ * Hot path (record_event()): the thread's current chunk, in initial-exec
+ * TLS, gets one 16-byte event: no lock, no system call.  A full chunk is
+ * pushed on a lock-free list that a writer thread empties every few
+ * milliseconds into <image>/<tid>.events, giving the chunk back to a
+ * lock-free free list.  With no free chunk (or the --size budget spent),
+ * events are dropped and counted per thread; the next event that fits is
+ * preceded by a LOST event with the count.  The last slot of a chunk is
+ * kept for that LOST event, so a count is never without a place to go
+ * while the thread has a chunk.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ftpad_trace.h"
+#include "internal.h"
+
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+struct rthread;
+
+struct chunk {
+	struct chunk *next;    /* in the full list */
+	struct rthread *owner; /* whose events file it goes to */
+	uint32_t n;            /* events in ev */
+	uint32_t index;        /* in the pool, for the free list */
+	struct ftpad_event ev[];
+};
+
+/* One traced thread.  Never freed: the writer may hold its chunks. */
+struct rthread {
+	struct rthread *next; /* all threads, for the final flush */
+	struct chunk *cur;
+	uint64_t lost;        /* dropped since its last LOST event */
+	uint64_t events, dropped;
+	int busy;             /* in record_event(): a signal handler's events drop */
+	int fd;               /* its events file, opened by the writer */
+	pid_t tid;
+	char comm[16];
+};
+
+static char dir[PATH_MAX];  /* FTPAD_RECORD */
+static char image[64];      /* "<pid>.<n>" */
+static int started;
+static int stopping;        /* atomic: no more events */
+static struct ftpad_ops record_ops;
+
+static size_t chunk_events = 4096, nchunks = 64;
+static char *pool;          /* nchunks chunks of chunk_size bytes */
+static size_t chunk_size;
+static uint64_t free_head;  /* atomic: tag << 32 | (index + 1) */
+static struct chunk *full_head; /* atomic */
+static uint64_t budget = UINT64_MAX, reserved; /* event bytes; atomic */
+static struct rthread *threads; /* atomic list head */
+static uint64_t bytes_written; /* under write_lock */
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t writer;
+static pthread_key_t thread_key;
+static TLS struct rthread *self;
+
+/* Site ids: each module's sites get a run of ids when first met. */
+#define MAX_MODULES 1024
+static struct { struct ftpad_module *m; uintptr_t lo; size_t nsites; uint32_t base; } mods[MAX_MODULES];
+static unsigned nmods;      /* atomic: entries published */
+static uint32_t next_id;    /* under mods_lock */
+static int mods_lock;       /* atomic spin flag, taken with trylock only */
+static int sites_fd = -1;
+
+static inline uint64_t clock_ticks(void)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+	uint64_t v;
+
+	__asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+#else
+#error "no clock for this architecture"
+#endif
+}
+
+static struct chunk *chunk_at(uint32_t index)
+{
+	return (struct chunk *)(pool + (size_t)index * chunk_size);
+}
+
+/* Lock-free free list: the head carries a tag against ABA. */
+static void put_free(struct chunk *c)
+{
+	uint64_t old = __atomic_load_n(&free_head, __ATOMIC_RELAXED), new;
+
+	do {
+		c->next = (uint32_t)old ? chunk_at((uint32_t)old - 1) : NULL;
+		new = ((old >> 32) + 1) << 32 | (c->index + 1);
+	} while (!__atomic_compare_exchange_n(&free_head, &old, new, true, __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+}
+
+static struct chunk *take_free(void)
+{
+	uint64_t old = __atomic_load_n(&free_head, __ATOMIC_ACQUIRE), new;
+	struct chunk *c;
+
+	do {
+		if (!(uint32_t)old)
+			return NULL;
+		c = chunk_at((uint32_t)old - 1);
+		new = ((old >> 32) + 1) << 32 | (c->next ? c->next->index + 1 : 0);
+	} while (!__atomic_compare_exchange_n(&free_head, &old, new, true, __ATOMIC_ACQUIRE,
+					      __ATOMIC_ACQUIRE));
+	return c;
+}
+
+static void put_full(struct chunk *c)
+{
+	struct chunk *old = __atomic_load_n(&full_head, __ATOMIC_RELAXED);
+
+	do
+		c->next = old;
+	while (!__atomic_compare_exchange_n(&full_head, &old, c, true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
+}
+
+/* A chunk within the --size budget, or NULL. */
+static struct chunk *new_chunk(struct rthread *t)
+{
+	uint64_t bytes = chunk_events * sizeof(struct ftpad_event);
+	struct chunk *c;
+
+	if (__atomic_add_fetch(&reserved, bytes, __ATOMIC_RELAXED) > budget) {
+		__atomic_sub_fetch(&reserved, bytes, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	c = take_free();
+	if (!c) {
+		__atomic_sub_fetch(&reserved, bytes, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	c->owner = t;
+	c->n = 0;
+	return c;
+}
+
+/* Hand the thread's chunk to the writer, with its LOST count if any. */
+static void hand_over(struct rthread *t)
+{
+	struct chunk *c = t->cur;
+
+	if (!c)
+		return;
+	if (t->lost) {
+		c->ev[c->n++] = (struct ftpad_event){ clock_ticks(),
+			ftpad_event_what(FTPAD_EVENT_LOST, 0), (uint32_t)t->lost };
+		t->lost = 0;
+	}
+	t->cur = NULL;
+	put_full(c);
+}
+
+static void forget_thread_at_exit(void *arg)
+{
+	struct rthread *t = arg;
+
+	t->busy++;
+	hand_over(t);
+	t->busy--;
+}
+
+static struct rthread *thread_start(void)
+{
+	struct rthread *t = ftpad_alloc(sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->fd = -1;
+	t->tid = gettid();
+	prctl(PR_GET_NAME, t->comm);
+	t->next = __atomic_load_n(&threads, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&threads, &t->next, t, true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
+	self = t;
+	pthread_setspecific(thread_key, t);
+	return t;
+}
+
+/* Slow path: the chunk is full or absent. */
+static bool make_room(struct rthread *t)
+{
+	hand_over(t);
+	t->cur = new_chunk(t);
+	if (!t->cur)
+		return false;
+	if (t->lost) {
+		t->cur->ev[t->cur->n++] = (struct ftpad_event){ clock_ticks(),
+			ftpad_event_what(FTPAD_EVENT_LOST, 0), (uint32_t)t->lost };
+		t->lost = 0;
+	}
+	return true;
+}
+
+/*
+ * One event on the calling thread.  Both the entry and (once struct
+ * ftpad_ops has one) the exit callback come here, as do signal brackets.
+ */
+static void record_event(unsigned kind, uint32_t site, uint32_t sp)
+{
+	struct rthread *t = self;
+	struct chunk *c;
+
+	if (__atomic_load_n(&stopping, __ATOMIC_RELAXED))
+		return;
+	if (!t && !(t = thread_start()))
+		return;
+	/* A signal handler that interrupted this very function: dropped,
+	 * counted (the interrupted event owns the chunk). */
+	if (t->busy++) {
+		t->lost++, t->dropped++;
+		t->busy--;
+		return;
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	c = t->cur;
+	if (__builtin_expect(!c || c->n >= chunk_events - 1, 0) &&
+	    (!make_room(t) || !(c = t->cur))) {
+		t->lost++, t->dropped++;
+	} else {
+		c->ev[c->n++] = (struct ftpad_event){ clock_ticks(), ftpad_event_what(kind, site), sp };
+		t->events++;
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->busy--;
+}
+
+/* ---- site ids ---- */
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		p += n, len -= n;
+	}
+}
+
+static void write_site_lines(const struct ftpad_module *m, uint32_t base)
+{
+	char line[PATH_MAX + 600];
+
+	for (size_t i = 0; i < m->nsites; i++) {
+		const struct ftpad_site *s = &m->sites[i];
+		int len = snprintf(line, sizeof(line), "%u\tentry\t%#lx\tnoexit\t%s\t%s\n",
+				   base + (unsigned)i, (unsigned long)s->entry,
+				   s->name ? s->name : "", m->path ? m->path : "");
+
+		if (len >= (int)sizeof(line))
+			len = sizeof(line) - 1;
+		write_all(sites_fd, line, len);
+	}
+}
+
+static int module_slot(const struct ftpad_module *m)
+{
+	unsigned n = __atomic_load_n(&nmods, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < n; i++)
+		if (mods[i].m == m && mods[i].lo == m->lo && mods[i].nsites == m->nsites)
+			return i;
+	return -1;
+}
+
+/* m's first id, its lines written to `sites` first; -1 if busy or full. */
+static int64_t module_base(struct ftpad_module *m)
+{
+	int i = module_slot(m);
+
+	if (i >= 0)
+		return mods[i].base;
+	if (__atomic_exchange_n(&mods_lock, 1, __ATOMIC_ACQUIRE))
+		return -1; /* another thread (or the interrupted one) adds one */
+	i = module_slot(m);
+	if (i < 0 && nmods < MAX_MODULES) {
+		i = nmods;
+		mods[i].m = m, mods[i].lo = m->lo, mods[i].nsites = m->nsites;
+		mods[i].base = next_id;
+		next_id += m->nsites;
+		write_site_lines(m, mods[i].base);
+		__atomic_store_n(&nmods, i + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&mods_lock, 0, __ATOMIC_RELEASE);
+	return i < 0 ? -1 : (int64_t)mods[i].base;
+}
+
+/* The id of the entry site of the function at ip: O(modules + log sites). */
+static int64_t site_id(uintptr_t ip)
+{
+	struct ftpad_module *m = ftpad_module_of(ip);
+	size_t lo = 0, hi;
+	int64_t base;
+
+	if (!m || (base = module_base(m)) < 0)
+		return -1;
+	hi = m->nsites;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (m->sites[mid].entry < ip)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < m->nsites && m->sites[lo].entry == ip ? base + (int64_t)lo : -1;
+}
+
+static void record_entry(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+			 struct ftpad_regs *regs)
+{
+	int64_t id = site_id(ip);
+
+	(void)parent_ip, (void)ops;
+	if (id < 0) {
+		struct rthread *t = self;
+
+		if (t)
+			t->lost++, t->dropped++;
+		return;
+	}
+	record_event(FTPAD_EVENT_ENTRY, (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs));
+}
+
+/*
+ * EXIT EVENTS GO HERE.  Once struct ftpad_ops has its exit callback
+ * (issue 14, "rt-exit"), add:
+ *
+ *   static void record_exit(unsigned long ip, ..., struct ftpad_regs *regs)
+ *   {
+ *	int64_t id = exit_site_id(site address);  // its exit site's id
+ *	if (id >= 0)
+ *		record_event(FTPAD_EVENT_EXIT or _TAIL_EXIT, id,
+ *			     ftpad_regs_get_stack_pointer(regs));
+ *   }
+ *
+ * set record_ops.exit_func = record_exit in record_start(), and write the
+ * exit sites' lines (kind exit/tail-exit, flags "-") in write_site_lines().
+ */
+
+/* ---- the writer ---- */
+
+static void open_events(struct rthread *t)
+{
+	char path[PATH_MAX + 96];
+	struct ftpad_trace_thread_header h = {
+		.magic = FTPAD_TRACE_MAGIC,
+		.version = FTPAD_TRACE_VERSION,
+		.header_size = sizeof(h),
+		.event_size = sizeof(struct ftpad_event),
+#if defined(__x86_64__)
+		.arch = FTPAD_ARCH_X86_64,
+#else
+		.arch = FTPAD_ARCH_AARCH64,
+#endif
+		.pid = getpid(),
+		.tid = t->tid,
+	};
+
+	memcpy(h.comm, t->comm, sizeof(h.comm));
+	snprintf(path, sizeof(path), "%s/%s/%d.events", dir, image, t->tid);
+	t->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (t->fd < 0) {
+		ftpad_warn("ftpad: error: cannot create '%s': %s; its events are lost\n", path,
+			   strerror(errno));
+		return;
+	}
+	write_all(t->fd, &h, sizeof(h));
+	bytes_written += sizeof(h);
+}
+
+/* Write every full chunk, oldest first, and free it. */
+static void drain(void)
+{
+	struct chunk *c, *list = NULL;
+
+	pthread_mutex_lock(&write_lock);
+	c = __atomic_exchange_n(&full_head, NULL, __ATOMIC_ACQUIRE);
+	while (c) { /* pushed newest first: reverse */
+		struct chunk *next = c->next;
+
+		c->next = list, list = c, c = next;
+	}
+	while ((c = list)) {
+		size_t len = c->n * sizeof(struct ftpad_event);
+
+		list = c->next;
+		if (c->owner->fd < 0)
+			open_events(c->owner);
+		if (c->owner->fd >= 0) {
+			write_all(c->owner->fd, c->ev, len);
+			bytes_written += len;
+		}
+		__atomic_sub_fetch(&reserved, chunk_events * sizeof(struct ftpad_event) - len,
+				   __ATOMIC_RELAXED);
+		put_free(c);
+	}
+	pthread_mutex_unlock(&write_lock);
+}
+
+static void *writer_main(void *arg)
+{
+	const struct timespec pause = { 0, 2000000 };
+
+	(void)arg;
+	prctl(PR_SET_NAME, "ftpad-writer");
+	while (!__atomic_load_n(&stopping, __ATOMIC_RELAXED)) {
+		drain();
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+static void start_writer(void)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not its */
+	if (pthread_create(&writer, NULL, writer_main, NULL))
+		ftpad_warn("ftpad: error: cannot start the trace writer; events are written at exit\n");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- info and image files ---- */
+
+static void append_file(const char *name, const char *text)
+{
+	char path[PATH_MAX + 96];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	write_all(fd, text, strlen(text));
+	close(fd);
+}
+
+static void append_image(const char *text)
+{
+	char name[96];
+
+	snprintf(name, sizeof(name), "%s/image", image);
+	append_file(name, text);
+}
+
+static void clock_sync(void)
+{
+	struct timespec ts;
+	uint64_t t0 = clock_ticks(), t1;
+	char line[96];
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t1 = clock_ticks();
+	snprintf(line, sizeof(line), "clock_sync=%llu %llu\n",
+		 (unsigned long long)(t0 + (t1 - t0) / 2),
+		 (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec);
+	append_file("info", line);
+}
+
+static void read_cmdline(char *out, size_t size)
+{
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? 0 : read(fd, out, size - 1);
+
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	for (ssize_t i = 0; i < n; i++)
+		if (!out[i] || out[i] == '\n')
+			out[i] = i == n - 1 ? 0 : ' ';
+	out[n] = 0;
+}
+
+/* <pid>.<n>/ with its image file; sites copied from parent_sites if set. */
+static int make_image(const char *how, const char *from)
+{
+	char path[PATH_MAX + 96], text[PATH_MAX * 2 + 256], exe[PATH_MAX] = "", argv[2048];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, image);
+	if (mkdir(path, 0755) && errno != EEXIST) {
+		ftpad_warn("ftpad: error: cannot create '%s': %s; not recording\n", path,
+			   strerror(errno));
+		return -1;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	read_cmdline(argv, sizeof(argv));
+	snprintf(text, sizeof(text), "pid=%d\nppid=%d\nexe=%s\nargv=%s\n%s%s%s", getpid(),
+		 getppid(), exe, argv, how ? how : "", how ? from : "", how ? "\n" : "");
+	append_image(text);
+	snprintf(path, sizeof(path), "%s/%s/sites", dir, image);
+	if (sites_fd >= 0)
+		close(sites_fd);
+	sites_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	setenv("FTPAD_RECORD_IMAGE", image, 1);
+	return sites_fd < 0 ? -1 : 0;
+}
+
+static void copy_sites(const char *from_image)
+{
+	char path[PATH_MAX + 96], buf[65536];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s/sites", dir, from_image);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		write_all(sites_fd, buf, n);
+	close(fd);
+}
+
+/* ---- start, fork, exec, end ---- */
+
+/* Every thread's events, written now (at exit, exec). */
+static void flush_all(void)
+{
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
+		hand_over(t);
+	drain();
+}
+
+static void write_stats(void)
+{
+	struct ftpad_stats st = { .sz = sizeof(st) };
+	uint64_t events = 0, dropped = 0;
+	char text[256];
+
+	for (struct rthread *t = threads; t; t = t->next)
+		events += t->events, dropped += t->dropped;
+	ftpad_get_stats(&st);
+	pthread_mutex_lock(&write_lock);
+	snprintf(text, sizeof(text), "sites=%u\nenabled=%lu\nevents=%llu\ndropped=%llu\nbytes=%llu\n",
+		 next_id, st.enabled, (unsigned long long)events, (unsigned long long)dropped,
+		 (unsigned long long)bytes_written);
+	pthread_mutex_unlock(&write_lock);
+	append_image(text);
+	clock_sync();
+}
+
+static int ended;
+
+static void record_end(void)
+{
+	if (!started || __atomic_exchange_n(&ended, 1, __ATOMIC_ACQ_REL))
+		return;
+	flush_all();
+	__atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
+	flush_all();
+	write_stats();
+}
+
+__attribute__((destructor(101))) static void record_stop(void)
+{
+	record_end();
+}
+
+static void after_fork_child(void)
+{
+	char parent[sizeof(image)];
+
+	if (!started || ended)
+		return;
+	/* The parent's buffered events are the parent's: forget them. */
+	full_head = NULL;
+	free_head = 0;
+	for (size_t i = 0; i < nchunks; i++)
+		put_free(chunk_at(i));
+	reserved = 0;
+	bytes_written = 0;
+	pthread_mutex_init(&write_lock, NULL);
+	threads = NULL;
+	self = NULL;
+	mods_lock = 0;
+	snprintf(parent, sizeof(parent), "%s", image);
+	snprintf(image, sizeof(image), "%d.0", getpid());
+	if (make_image("forked_from=", parent)) {
+		__atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	copy_sites(parent);
+	clock_sync();
+	start_writer();
+}
+
+/* The image this process writes: after an exec of a recorded one, the next. */
+static void name_image(const char **how, char *from, size_t size)
+{
+	const char *env = getenv("FTPAD_RECORD_IMAGE");
+	int pid, n;
+
+	*how = NULL;
+	if (env && sscanf(env, "%d.%d", &pid, &n) == 2) {
+		snprintf(from, size, "%s", env);
+		if (pid == getpid()) {
+			*how = "exec_from=";
+			snprintf(image, sizeof(image), "%d.%d", pid, n + 1);
+			return;
+		}
+		*how = "forked_from="; /* vfork, posix_spawn: no fork handler ran */
+	}
+	snprintf(image, sizeof(image), "%d.0", getpid());
+}
+
+static size_t env_size(const char *name, size_t def, size_t min)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long n;
+
+	if (!v || !*v)
+		return def;
+	n = strtoull(v, &end, 10);
+	if (*end || n < min) {
+		ftpad_warn("ftpad: error: %s='%s' is not a number >= %zu; using %zu\n", name, v,
+			   min, def);
+		return def;
+	}
+	return n;
+}
+
+static bool set_pool(void)
+{
+	chunk_events = env_size("FTPAD_RECORD_CHUNK", 4096, 2);
+	nchunks = env_size("FTPAD_RECORD_CHUNKS", 64, 1);
+	budget = env_size("FTPAD_RECORD_SIZE", UINT64_MAX, 0);
+	chunk_size = (sizeof(struct chunk) + chunk_events * sizeof(struct ftpad_event) + 63) & ~63ul;
+	pool = mmap(NULL, chunk_size * nchunks, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (pool == MAP_FAILED) {
+		ftpad_warn("ftpad: error: no memory for the trace buffers; not recording\n");
+		return false;
+	}
+	for (size_t i = nchunks; i-- > 0;) {
+		chunk_at(i)->index = i;
+		put_free(chunk_at(i));
+	}
+	return true;
+}
+
+static void register_modules(void)
+{
+	/* The list is newest first: ids go to the oldest first. */
+	static struct ftpad_module *list[MAX_MODULES];
+	size_t n = 0;
+
+	for (struct ftpad_module *m = ftpad_modules(); m && n < MAX_MODULES; m = m->next)
+		list[n++] = m;
+	while (n--)
+		module_base(list[n]);
+}
+
+void ftpad_record_start(void)
+{
+	const char *env = getenv("FTPAD_RECORD"), *how, *filter, *notrace;
+	char from[64];
+	int err = 0;
+
+	if (!env || !*env || started)
+		return;
+	if (strlen(env) >= sizeof(dir) - 64) {
+		ftpad_warn("ftpad: error: FTPAD_RECORD is too long; not recording\n");
+		return;
+	}
+	strcpy(dir, env);
+	name_image(&how, from, sizeof(from));
+	if (pthread_key_create(&thread_key, forget_thread_at_exit) || !set_pool() ||
+	    make_image(how, from))
+		return;
+	if (!how)
+		append_file("info",
+#if defined(__x86_64__)
+			    "arch=x86_64\nclock=tsc\n"
+#else
+			    "arch=aarch64\nclock=cntvct\n"
+#endif
+		);
+	clock_sync();
+	started = 1;
+	pthread_atfork(NULL, NULL, after_fork_child);
+	atexit(record_end);
+	start_writer();
+	ftpad_load_symbols_eagerly();
+	record_ops.func = record_entry;
+	record_ops.flags = FTPAD_OPS_FL_RECURSION;
+	filter = getenv("FTPAD_RECORD_FILTER");
+	notrace = getenv("FTPAD_RECORD_NOTRACE");
+	if (filter && *filter)
+		err = ftpad_set_filter(&record_ops, filter, 1);
+	if (!err && notrace && *notrace)
+		err = ftpad_set_notrace(&record_ops, notrace, 1);
+	if (!err)
+		err = ftpad_register_ops(&record_ops);
+	if (err) {
+		ftpad_warn("ftpad: error: cannot start recording into '%s': %s\n", dir,
+			   ftpad_strerror(err));
+		return;
+	}
+	register_modules();
+}
