@@ -3,7 +3,7 @@
 # The `make demo` walk-through, one echoed command at a time:
 #   1. build examples/calc.c with the ftpad GCC plugin and link it with libftpad;
 #   2. show one padded function entry: the 8-byte ops slot and the 5-byte NOP;
-#   3. run calc under `ftpad record`, tracing the parser and the evaluator.
+#   3. run calc under `ftpad record --text`, tracing the parser and the evaluator.
 #
 #   examples/demo.sh BUILD_DIR [OUT_DIR]
 #
@@ -77,7 +77,7 @@ run objdump -d --no-show-raw-insn \
 step "3. Trace the parser and the evaluator of one run"
 trace=$out/trace.txt
 rm -f "$trace"
-run "$ftpad" record --filter 'parse_*,eval*' -o "$trace" -- \
+run "$ftpad" record --text --filter 'parse_*,eval*' -o "$trace" -- \
   "$out/calc" 'let x = 3' 'x * (2 + 4) - sqrt(16)'
 [[ -s $trace ]] || die "ftpad record wrote no trace to $trace"
 run cat "$trace"

@@ -98,7 +98,7 @@ def check_readelf_traced(out, tmp_path):
     readelf prints, and its trace has the calls it counts."""
     trace = tmp_path / "trace.txt"
     readelf = out / "binutils" / "readelf"
-    p = run([FTPAD_BIN, "record", "--filter", "process_*", "-o", trace, "--",
+    p = run([FTPAD_BIN, "record", "--text", "--filter", "process_*", "-o", trace, "--",
              readelf, "-hS", "/bin/ls"])
     assert p.stdout == run(["readelf", "-hS", "/bin/ls"]).stdout
     lines = trace.read_text().splitlines()

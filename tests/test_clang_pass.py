@@ -363,7 +363,7 @@ def test_libftpad_traces_a_clang_program(tmp_path, clang_plugin, libftpad, arch,
 def record(tmp_path, exe, filt):
     """Run exe under `ftpad record`; the trace's lines."""
     trace = tmp_path / "trace.txt"
-    p = run([FTPAD_BIN, "record", "--filter", filt, "-o", trace, "--", exe])
+    p = run([FTPAD_BIN, "record", "--text", "--filter", filt, "-o", trace, "--", exe])
     return p.stdout, trace.read_text().splitlines()
 
 

@@ -273,7 +273,7 @@ def test_installed_packages_build_with_the_plugin_by_name(chroot):
     # ftpad record preloads libftpad from libftpad1 alone (libftpad.so.1:
     # without libftpad-dev there is no libftpad.so).
     in_chroot(chroot, "dpkg -r libftpad-dev")
-    p = in_chroot(chroot, "ftpad record --filter greet -o /tmp/trace.txt -- /tmp/hello")
+    p = in_chroot(chroot, "ftpad record --text --filter greet -o /tmp/trace.txt -- /tmp/hello")
     assert p.stdout == TRACED
     trace = (chroot / "tmp/trace.txt").read_text()
     assert re.search(r"^hello-\d+ greet <-main$", trace, re.M), trace

@@ -2,7 +2,7 @@
 """The demo program, traced, is right.
 
 examples/calc.c is built twice from the same source with the same flags:
-with the ftpad plugin and run under `ftpad record --filter '*'`, and with
+with the ftpad plugin and run under `ftpad record --text --filter '*'`, and with
 GCC's own -finstrument-functions and a hook that logs every function entry.
 The second build knows nothing of ftpad, so it is an independent oracle for
 which functions ran, how often, and who called them.  examples/demo.sh, what
@@ -200,7 +200,7 @@ def traced(oracle, tmp_path_factory):
 
 def run_traced(calc, mode, out):
     trace = out / f"trace-{mode}.txt"
-    proc = run_calc([ftpadtest.FTPAD_BIN, "record", "--filter", "*", "-o", trace, "--", calc],
+    proc = run_calc([ftpadtest.FTPAD_BIN, "record", "--text", "--filter", "*", "-o", trace, "--", calc],
                     mode)
     with ftpadtest.Image(calc) as image:
         names = set(image.functions())

@@ -307,7 +307,7 @@ def test_record_preloads_into_unlinked_program(progs, tmp_path):
     out = tmp_path / "sub" / "trace.txt"
     out.parent.mkdir()
     out.write_text("stale line\n")  # truncated by record
-    p = run([FTPAD_BIN, "record", "-f", "t_*add1", "-o", out, "--", progs / "plain"],
+    p = run([FTPAD_BIN, "record", "--text", "-f", "t_*add1", "-o", out, "--", progs / "plain"],
             cwd=tmp_path)
     assert p.stdout == "5\n"
     calls, summary = read_trace(out.read_text())
@@ -317,7 +317,7 @@ def test_record_preloads_into_unlinked_program(progs, tmp_path):
 
 
 def test_record_defaults_to_all_functions_on_stderr(progs):
-    p = run([FTPAD_BIN, "record", progs / "plain"])
+    p = run([FTPAD_BIN, "record", "--text", progs / "plain"])
     calls, summary = read_trace(p.stderr)
     assert [(c["func"], c["caller"]) for c in calls] == PLAIN_TRACE
     assert summary == (9, 9, 4)
@@ -325,7 +325,7 @@ def test_record_defaults_to_all_functions_on_stderr(progs):
 
 def test_record_keeps_existing_preload(progs, tmp_path):
     # An LD_PRELOAD the user had stays in force after libftpad.
-    p = run([FTPAD_BIN, "record", "--filter=t_noslot", "--", "sh", "-c", 'echo "$LD_PRELOAD"'],
+    p = run([FTPAD_BIN, "record", "--text", "--filter=t_noslot", "--", "sh", "-c", 'echo "$LD_PRELOAD"'],
             env={**os.environ, "LD_PRELOAD": "/nonexistent.so"})
     assert p.stdout.strip() == f"{LIBFTPAD_SO.resolve()}:/nonexistent.so"
 
@@ -334,15 +334,15 @@ def test_record_keeps_existing_preload(progs, tmp_path):
     ([], "missing command"),
     (["bogus"], "unknown command 'bogus'"),
     (["--bogus"], "unknown option '--bogus'"),
-    (["record"], "record: missing PROG"),
-    (["record", "--"], "record: missing PROG"),
-    (["record", "--bogus", "--", "true"], "record: unknown option '--bogus'"),
-    (["record", "-x", "true"], "record: unknown option '-x'"),
-    (["record", "-f"], "record: option '-f' needs an argument"),
-    (["record", "--output"], "record: option '--output' needs an argument"),
-    (["record", "-f", "", "true"], "record: option '-f' needs at least one glob"),
-    (["record", "--filter", " , ", "true"], "record: option '--filter' needs at least one glob"),
-    (["record", "-o", "", "true"], "record: option '-o' needs a file name"),
+    (["record", "--text"], "record: missing PROG"),
+    (["record", "--text", "--"], "record: missing PROG"),
+    (["record", "--text", "--bogus", "--", "true"], "record: unknown option '--bogus'"),
+    (["record", "--text", "-x", "true"], "record: unknown option '-x'"),
+    (["record", "--text", "-f"], "record: option '-f' needs an argument"),
+    (["record", "--text", "--output"], "record: option '--output' needs an argument"),
+    (["record", "--text", "-f", "", "true"], "record: option '-f' needs at least one glob"),
+    (["record", "--text", "--filter", " , ", "true"], "record: option '--filter' needs at least one glob"),
+    (["record", "--text", "-o", "", "true"], "record: option '-o' needs a file name"),
 ])
 def test_cli_usage_errors(args, message):
     p = run([FTPAD_BIN, *args], check=False)
@@ -353,17 +353,19 @@ def test_cli_usage_errors(args, message):
 
 def test_cli_help_and_version():
     p = run([FTPAD_BIN, "--help"])
-    assert p.stdout.startswith("usage: ftpad record [-f|--filter GLOBS] [-o|--output FILE]")
+    assert p.stdout.startswith("usage: ftpad record [-F GLOB]... [-N GLOB]... [--depth N]")
+    assert "ftpad record --text [-f|--filter GLOBS] [-o|--output FILE]" in p.stdout
     assert run([FTPAD_BIN, "record", "--help"]).stdout == p.stdout
+    assert run([FTPAD_BIN, "record", "--text", "--help"]).stdout == p.stdout
     assert re.fullmatch(r"ftpad \d+\.\d+\.\d+\n", run([FTPAD_BIN, "--version"]).stdout)
 
 
 def test_cli_runtime_errors(tmp_path):
-    p = run([FTPAD_BIN, "record", "--", tmp_path / "nope"], check=False)
+    p = run([FTPAD_BIN, "record", "--text", "--", tmp_path / "nope"], check=False)
     assert p.returncode == 127 and "cannot run" in p.stderr and "nope" in p.stderr
-    p = run([FTPAD_BIN, "record", "-o", tmp_path / "no" / "dir", "true"], check=False)
+    p = run([FTPAD_BIN, "record", "--text", "-o", tmp_path / "no" / "dir", "true"], check=False)
     assert p.returncode == 1 and "--output" in p.stderr
-    p = run([FTPAD_BIN, "record", "true"], check=False,
+    p = run([FTPAD_BIN, "record", "--text", "true"], check=False,
             env={**os.environ, "FTPAD_LIB": str(tmp_path / "none.so")})
     assert p.returncode == 1 and "FTPAD_LIB" in p.stderr
 
@@ -403,7 +405,7 @@ def test_plugin_program_traced(plugin, libftpad, tmp_path, flags):
     run([*cc, tmp_path / "prog.c", f"-L{tmp_path}", "-llib", f"-Wl,-rpath,{tmp_path}",
          "-o", tmp_path / "prog"])
     out = tmp_path / "trace.txt"
-    p = run([FTPAD_BIN, "record", "-f", "parse_*,lib_*", "-o", out, "--", tmp_path / "prog", "4"])
+    p = run([FTPAD_BIN, "record", "--text", "-f", "parse_*,lib_*", "-o", out, "--", tmp_path / "prog", "4"])
     assert p.stdout == "15\n"
     calls, (found, enabled, seen) = read_trace(out.read_text())
     assert [(c["func"], c["caller"]) for c in calls] == [
@@ -445,7 +447,7 @@ def test_tracer_counts_calls_from_threads(progs, tmp_path):
     run(["gcc", "-O1", "-pthread", tmp_path / "threads.c", PADS, "-DPREFIX=t_",
          "-o", tmp_path / "threads"])
     out = tmp_path / "trace.txt"
-    p = run([FTPAD_BIN, "record", "-f", "t_add1", "-o", out, "--", tmp_path / "threads"])
+    p = run([FTPAD_BIN, "record", "--text", "-f", "t_add1", "-o", out, "--", tmp_path / "threads"])
     assert p.stdout == f"{4 * 500500}\n"
     calls, summary = read_trace(out.read_text())
     assert summary == (9, 1, 4000) and len(calls) == 4000

@@ -17,6 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "flame.h"   /* trace/: ftpad flame */
@@ -43,12 +48,21 @@ struct record_opts {
 };
 
 static const char usage_text[] =
-	"usage: ftpad record [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]\n"
+	"usage: ftpad record [-F GLOB]... [-N GLOB]... [--depth N] [--time-filter DUR]\n"
+	"                    [--early] [--size MB] [--force] [-o DIR] -- PROG [ARGS...]\n"
+	"       ftpad record --text [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]\n"
 	"       ftpad replay|report|dump|live ...   (docs/tracing.md; each takes --help)\n"
-	"       ftpad flame --folded FILE -o OUT.svg   (see 'ftpad flame --help')\n"
+	"       ftpad flame DIR|--folded FILE -o OUT.svg   (see 'ftpad flame --help')\n"
 	"       ftpad --help | --version\n"
 	"\n"
-	"record  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
+	"record  run PROG with libftpad.so preloaded, recording calls to its padded\n"
+	"        functions as binary events into DIR (default ftpad.data; an existing\n"
+	"        DIR only with --force, replaced once the new one is complete), then\n"
+	"        print one summary line.  -F/-N: record only/never functions matching\n"
+	"        GLOB; --size MB: cap the events' bytes (then dropped, counted);\n"
+	"        --early: from before main.  --depth and --time-filter need exit\n"
+	"        sites, which this build does not use yet: rejected.\n"
+	"record --text  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
 	"        functions: one line '<comm>-<tid> <function> <-<caller>' per call,\n"
 	"        then 'ftpad: N sites found, M sites enabled, K calls seen' at exit.\n"
 	"  -f, --filter GLOBS   comma-separated globs on function names (default: *)\n"
@@ -202,6 +216,262 @@ static int cmd_record(int argc, char **argv)
 	return errno == ENOENT ? 127 : 126;
 }
 
+/* ---- ftpad record: the binary trace directory ---- */
+
+struct trace_opts {
+	char filter[4096], notrace[4096]; /* comma-joined -F, -N */
+	const char *dir;
+	unsigned long long size_mb;
+	bool early, force;
+	char **argv;
+};
+
+static int add_glob(char *list, size_t size, const char *opt, const char *glob)
+{
+	size_t len = strlen(list);
+
+	if (!*glob || strchr(glob, ','))
+		return usage_error("record: option '%s' takes one glob, not empty nor with ','", opt);
+	if (len + strlen(glob) + 2 > size)
+		return usage_error("record: too many globs for '%s'", opt);
+	snprintf(list + len, size - len, "%s%s", len ? "," : "", glob);
+	return 0;
+}
+
+static int parse_trace(int argc, char **argv, struct trace_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "depth", required_argument, NULL, 'd' },
+		{ "time-filter", required_argument, NULL, 't' },
+		{ "early", no_argument, NULL, 'e' },
+		{ "size", required_argument, NULL, 's' },
+		{ "force", no_argument, NULL, 'r' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	int c, err;
+
+	o->dir = "ftpad.data";
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+:F:N:o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'F':
+		case 'N':
+			err = add_glob(c == 'F' ? o->filter : o->notrace, sizeof(o->filter),
+				       argv[optind - 2], optarg);
+			if (err)
+				return err;
+			break;
+		case 'd':
+		case 't':
+			return usage_error("record: option '%s' needs exit events, which this "
+					   "libftpad does not record yet", argv[optind - 2]);
+		case 'e':
+			o->early = true;
+			break;
+		case 'r':
+			o->force = true;
+			break;
+		case 's':
+			errno = 0;
+			o->size_mb = strtoull(optarg, &end, 10);
+			if (errno || !*optarg || *end || !o->size_mb || o->size_mb > (1ull << 40))
+				return usage_error("record: --size takes a number of MB >= 1, not '%s'",
+						   optarg);
+			break;
+		case 'o':
+			o->dir = optarg;
+			if (!*optarg)
+				return usage_error("record: option '%s' needs a directory name",
+						   argv[optind - 2]);
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		case ':':
+			return usage_error("record: option '%s' needs an argument", argv[optind - 1]);
+		default:
+			return usage_error("record: unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return usage_error("record: missing %s", "PROG: the program to run");
+	o->argv = &argv[optind];
+	return 0;
+}
+
+/* The summary, summed over every image's key=value stats. */
+struct summary {
+	unsigned long long sites, enabled, events, dropped, bytes;
+};
+
+static void add_image_stats(const char *path, struct summary *sum, bool first)
+{
+	FILE *f = fopen(path, "r");
+	char line[8192];
+	unsigned long long v;
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "events=%llu", &v) == 1)
+			sum->events += v;
+		else if (sscanf(line, "dropped=%llu", &v) == 1)
+			sum->dropped += v;
+		else if (sscanf(line, "bytes=%llu", &v) == 1)
+			sum->bytes += v;
+		else if (first && sscanf(line, "sites=%llu", &v) == 1)
+			sum->sites = v;
+		else if (first && sscanf(line, "enabled=%llu", &v) == 1)
+			sum->enabled = v;
+	}
+	fclose(f);
+}
+
+static void summarize(const char *tmp, pid_t pid, struct summary *sum)
+{
+	char first[64], path[PATH_MAX + 300];
+	struct dirent *d;
+	DIR *dir = opendir(tmp);
+
+	snprintf(first, sizeof(first), "%d.0", pid);
+	while (dir && (d = readdir(dir))) {
+		if (d->d_name[0] == '.' || !strchr(d->d_name, '.'))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/image", tmp, d->d_name);
+		add_image_stats(path, sum, !strcmp(d->d_name, first));
+	}
+	if (dir)
+		closedir(dir);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+/* DIR replaced by tmp: never a half-old, half-new DIR. */
+static int install_dir(const char *tmp, const char *dir)
+{
+	char old[PATH_MAX + 32];
+
+	snprintf(old, sizeof(old), "%s.old-%d", dir, getpid());
+	if (!access(dir, F_OK) && rename(dir, old)) {
+		fprintf(stderr, "ftpad: error: cannot replace '%s': %s; the trace is in '%s'\n",
+			dir, strerror(errno), tmp);
+		return -1;
+	}
+	if (rename(tmp, dir)) {
+		fprintf(stderr, "ftpad: error: cannot rename '%s' to '%s': %s\n", tmp, dir,
+			strerror(errno));
+		return -1;
+	}
+	nftw(old, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+static int write_info_head(const char *tmp, char **argv)
+{
+	char path[PATH_MAX + 16];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/info", tmp);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "format=1\ncommand=");
+	for (char **a = argv; *a; a++) {
+		fputc('\'', f);
+		for (const char *p = *a; *p; p++)
+			fputs(*p == '\'' ? "'\\''" : (char[2]){ *p, 0 }, f);
+		fputs(a[1] ? "' " : "'\n", f);
+	}
+	return fclose(f);
+}
+
+/* PROG run with the recorder on: its wait status, or -1; *pidp: its pid. */
+static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, pid_t *pidp)
+{
+	char size[32];
+	pid_t pid;
+	int status;
+
+	snprintf(size, sizeof(size), "%llu", o->size_mb << 20);
+	if (setenv("FTPAD_RECORD", tmp, 1) || unsetenv("FTPAD_RECORD_IMAGE") ||
+	    (*o->filter ? setenv("FTPAD_RECORD_FILTER", o->filter, 1)
+			: unsetenv("FTPAD_RECORD_FILTER")) ||
+	    (*o->notrace ? setenv("FTPAD_RECORD_NOTRACE", o->notrace, 1)
+			 : unsetenv("FTPAD_RECORD_NOTRACE")) ||
+	    (o->size_mb ? setenv("FTPAD_RECORD_SIZE", size, 1) : unsetenv("FTPAD_RECORD_SIZE")) ||
+	    (o->early && setenv("FTPAD_EARLY", "1", 1)) || unsetenv("FTPAD_FILTER") ||
+	    set_preload(lib)) {
+		fprintf(stderr, "ftpad: error: cannot set the environment: %s\n", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "ftpad: error: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	if (!pid) {
+		execvp(o->argv[0], o->argv);
+		fprintf(stderr, "ftpad: error: cannot run '%s': %s\n", o->argv[0], strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	*pidp = pid;
+	return status;
+}
+
+static int cmd_trace(int argc, char **argv)
+{
+	struct trace_opts o = { 0 };
+	struct summary sum = { 0 };
+	char lib[PATH_MAX], tmp[PATH_MAX], abs[PATH_MAX], info[PATH_MAX + 16];
+	int err = parse_trace(argc, argv, &o), status, code;
+	pid_t pid;
+	FILE *f;
+
+	if (err)
+		return err;
+	if (find_library(lib, sizeof(lib)))
+		return 1;
+	if (!o.force && !access(o.dir, F_OK)) {
+		fprintf(stderr, "ftpad: error: '%s' exists; remove it or use --force\n", o.dir);
+		return 1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", o.dir, getpid());
+	if (mkdir(tmp, 0755) || !realpath(tmp, abs) || write_info_head(abs, o.argv)) {
+		fprintf(stderr, "ftpad: error: cannot create '%s': %s\n", tmp, strerror(errno));
+		return 1;
+	}
+	status = run_recorded(&o, lib, abs, &pid);
+	if (status == -1)
+		return 1;
+	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	summarize(abs, pid, &sum);
+	snprintf(info, sizeof(info), "%s/info", abs);
+	f = fopen(info, "a");
+	if (f) {
+		fprintf(f, "exit=%d\nsites=%llu\nenabled=%llu\nevents=%llu\ndropped=%llu\nbytes=%llu\n",
+			code, sum.sites, sum.enabled, sum.events, sum.dropped, sum.bytes);
+		fclose(f);
+	}
+	if (install_dir(abs, o.dir))
+		return 1;
+	fprintf(stderr, "ftpad: %llu sites, %llu enabled, %llu events, %llu dropped, "
+		"%llu bytes in %s\n", sum.sites, sum.enabled, sum.events, sum.dropped, sum.bytes,
+		o.dir);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -214,8 +484,10 @@ int main(int argc, char **argv)
 		printf("ftpad %s\n", FTPAD_VERSION);
 		return 0;
 	}
+	if (!strcmp(argv[1], "record") && argc > 2 && !strcmp(argv[2], "--text"))
+		return cmd_record(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "record"))
-		return cmd_record(argc - 1, argv + 1);
+		return cmd_trace(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "flame"))
 		return ftpad_flame_command(argc - 1, argv + 1);
 	if (ftpad_trace_is_command(argv[1]))
