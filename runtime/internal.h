@@ -577,6 +577,8 @@ void ftpad_sites_resync(void) FTPAD_HIDDEN;
 void ftpad_tracer_start(void) FTPAD_HIDDEN;
 /* record.c: the recorder, if FTPAD_RECORD names a trace directory. */
 void ftpad_record_start(void) FTPAD_HIDDEN;
+/* Write every buffered event now: an exec comes (exechooks.c). */
+void ftpad_record_before_exec(void) FTPAD_HIDDEN;
 
 /* early.c: very early tracing (FTPAD_EARLY). */
 struct ftpad_early_entry {

@@ -743,3 +743,13 @@ void ftpad_record_start(void)
 	}
 	register_modules();
 }
+
+/* exechooks.c (libftpad.so only): before an exec, write every buffer, so
+ * that the image ends where the next one (exec_from=) begins. */
+void ftpad_record_before_exec(void)
+{
+	if (started && !ended) {
+		flush_all();
+		clock_sync();
+	}
+}

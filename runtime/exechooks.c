@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * exechooks.c - in libftpad.so only (a static program has no RTLD_NEXT):
+ * exec replaces the memory, so the recorder (record.c) writes every buffer
+ * first, and the image before the exec ends where the next one
+ * (exec_from=) begins.  glibc's execv and execvp reach execve without the
+ * PLT, so each is interposed; libftpad.map gives them glibc's version
+ * (x86_64: the references carry GLIBC_2.2.5).  execl*, execvpe, fexecve
+ * and posix_spawn are not interposed: events still buffered are lost
+ * across them.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+
+#include "internal.h"
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+
+FTPAD_API int execve(const char *path, char *const argv[], char *const envp[])
+{
+	ftpad_record_before_exec();
+	return ((execve_fn)dlsym(RTLD_NEXT, "execve"))(path, argv, envp);
+}
+
+FTPAD_API int execv(const char *path, char *const argv[])
+{
+	ftpad_record_before_exec();
+	return ((execv_fn)dlsym(RTLD_NEXT, "execv"))(path, argv);
+}
+
+FTPAD_API int execvp(const char *file, char *const argv[])
+{
+	ftpad_record_before_exec();
+	return ((execv_fn)dlsym(RTLD_NEXT, "execvp"))(file, argv);
+}
