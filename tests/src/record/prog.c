@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prog.c - what tests/test_record.py records.  It counts its own calls and
+ * prints the counts, so the test compares the trace against the program.
+ *   prog count N    mid() N times (each calls leaf() once); exit status 7
+ *   prog threads    three threads call leaf() 10, 110 and 210 times
+ *   prog fork       the child calls mid() 5 times, the parent 3 times
+ *   prog exec       mid() twice, then execv itself as "prog count 4"
+ *   prog dlopen LIB lib_fn() of LIB 6 times, then dlclose
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long n_leaf, n_mid;
+
+__attribute__((noinline)) int leaf(int x)
+{
+	__atomic_fetch_add(&n_leaf, 1, __ATOMIC_RELAXED);
+	return x + 1;
+}
+
+__attribute__((noinline)) int mid(int x)
+{
+	n_mid++;
+	return leaf(x) * 2;
+}
+
+static void *thread_main(void *arg)
+{
+	long n = (long)arg, s = 0;
+
+	for (long i = 0; i < n; i++)
+		s += leaf(i);
+	return (void *)s;
+}
+
+static void report(void)
+{
+	printf("leaf=%ld mid=%ld\n", n_leaf, n_mid);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "count";
+	long s = 0;
+
+	if (!strcmp(mode, "count")) {
+		long n = argc > 2 ? atol(argv[2]) : 1000;
+
+		for (long i = 0; i < n; i++)
+			s += mid(i);
+		report();
+		return 7;
+	}
+	if (!strcmp(mode, "threads")) {
+		pthread_t t[3];
+
+		for (long i = 0; i < 3; i++)
+			pthread_create(&t[i], NULL, thread_main, (void *)(i * 100 + 10));
+		for (int i = 0; i < 3; i++)
+			pthread_join(t[i], NULL);
+		report();
+		return 0;
+	}
+	if (!strcmp(mode, "fork")) {
+		pid_t child = fork();
+		int status;
+
+		for (int i = 0; i < (child ? 3 : 5); i++)
+			s += mid(i);
+		if (!child) {
+			report();
+			fflush(stdout);
+			exit(0);
+		}
+		waitpid(child, &status, 0);
+		report();
+		return WEXITSTATUS(status);
+	}
+	if (!strcmp(mode, "exec")) {
+		char *args[] = { argv[0], "count", "4", NULL };
+
+		s += mid(1) + mid(2);
+		report();
+		fflush(stdout);
+		execv("/proc/self/exe", args);
+		return 99;
+	}
+	if (!strcmp(mode, "dlopen") && argc > 2) {
+		void *h = dlopen(argv[2], RTLD_NOW);
+		int (*fn)(int) = h ? (int (*)(int))dlsym(h, "lib_fn") : NULL;
+
+		if (!fn)
+			return 98;
+		for (int i = 0; i < 6; i++)
+			s += fn(i);
+		dlclose(h);
+		report();
+		return 0;
+	}
+	return 2;
+}

@@ -1,0 +1,260 @@
+# SPDX-License-Identifier: MIT
+"""`ftpad record` and libftpad's recorder (runtime/record.c): programs built
+with the GCC plugin, recorded into a trace directory, read back here with a
+small reader of docs/format.md "The trace directory" (struct module, not the
+C viewers), and compared with the counts the programs keep themselves.
+Entries only: exit sites come later.  x86_64 natively (LD_PRELOAD through
+`ftpad record`), aarch64 statically linked under qemu-aarch64."""
+import collections
+import os
+import pathlib
+import re
+import struct
+
+import pytest
+
+from ftpadtest import BUILD, FTPAD_BIN, PLUGIN, run
+
+SRC = pathlib.Path(__file__).parent / "src" / "record"
+A64_PLUGIN = BUILD / "gcc-plugin" / "aarch64" / "ftpad.so"
+A64_LIB = BUILD / "runtime" / "aarch64" / "libftpad.a"
+
+HEADER = struct.Struct("<8sHHHHII16s24x")
+EVENT = struct.Struct("<QII")
+KINDS = {0: "entry", 1: "exit", 2: "tail-exit", 3: "lost", 4: "signal", 5: "sigreturn",
+         6: "unwind"}
+SUMMARY = re.compile(r"^ftpad: (\d+) sites, (\d+) enabled, (\d+) events, (\d+) dropped, "
+                     r"(\d+) bytes in (.*)$", re.M)
+
+
+def read_kv(path):
+    """key=value lines; a key written twice keeps every value, in order."""
+    kv = collections.defaultdict(list)
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition("=")
+        kv[key].append(value)
+    return kv
+
+
+class Image:
+    """One <pid>.<n> directory: its image keys, sites and threads' events."""
+
+    def __init__(self, path, arch):
+        self.name = path.name
+        self.kv = read_kv(path / "image")
+        self.sites = {}
+        for line in (path / "sites").read_text().splitlines():
+            sid, kind, entry, flags, name, module = line.split("\t")
+            self.sites[int(sid)] = (kind, int(entry, 16), flags, name, module)
+        self.threads = {}
+        for f in sorted(path.glob("*.events")):
+            data = f.read_bytes()
+            magic, version, hsize, esize, harch, pid, tid, comm = HEADER.unpack_from(data)
+            assert (magic, version, hsize, esize, harch) == (b"FTPADTRC", 1, 64, 16, arch)
+            assert f.name == f"{tid}.events" and str(pid) == self.kv["pid"][0]
+            assert (len(data) - 64) % 16 == 0
+            self.threads[tid] = [(t, KINDS[w >> 28], w & 0xfffffff, sp)
+                                 for t, w, sp in EVENT.iter_unpack(data[64:])]
+
+    def calls(self, tid=None):
+        """Entries per function name, of one thread or all."""
+        c = collections.Counter()
+        for t, events in self.threads.items():
+            if tid in (None, t):
+                c.update(self.sites[s][3] for _, k, s, _ in events if k == "entry")
+        return c
+
+    def lost(self):
+        return sum(sp for evs in self.threads.values() for _, k, _, sp in evs if k == "lost")
+
+    def events(self):
+        return sum(1 for evs in self.threads.values() for e in evs if e[1] != "lost")
+
+
+class Trace:
+    def __init__(self, path, arch=1):
+        self.info = read_kv(path / "info")
+        self.images = {p.name: Image(p, arch) for p in path.iterdir() if p.is_dir()}
+
+
+@pytest.fixture(scope="module")
+def prog(tmp_path_factory):
+    if not PLUGIN.exists() or not FTPAD_BIN.exists():
+        pytest.fail(f"{PLUGIN} or {FTPAD_BIN} is missing: run `make` first")
+    out = tmp_path_factory.mktemp("record")
+    run(["gcc", "-O2", f"-fplugin={PLUGIN}", "-o", out / "prog", SRC / "prog.c", "-lpthread",
+         "-ldl"])
+    run(["gcc", "-O2", "-shared", "-fPIC", f"-fplugin={PLUGIN}", "-o", out / "lib.so",
+         SRC / "lib.c"])
+    return out
+
+
+def record(prog, tmp_path, *args, opts=(), check_status=None):
+    out = tmp_path / "trace"
+    p = run([FTPAD_BIN, "record", *opts, "-o", out, "--", prog / "prog", *args], check=False,
+            cwd=tmp_path)
+    plain = run([prog / "prog", *args], check=False, cwd=tmp_path)
+    # Output and exit status unchanged.
+    assert (p.stdout, p.returncode) == (plain.stdout, plain.returncode)
+    m = SUMMARY.search(p.stderr)
+    assert m, p.stderr
+    return p, Trace(out), tuple(map(int, m.groups()[:5]))
+
+
+def counts(stdout):
+    """The program's own counts, one dict per report line."""
+    return [{k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
+            for line in stdout.splitlines()]
+
+
+def test_entries_equal_the_programs_counts(prog, tmp_path):
+    p, trace, summary = record(prog, tmp_path, "count", "1000")
+    assert p.returncode == 7
+    [image] = trace.images.values()
+    [tid] = image.threads
+    assert image.name == f"{tid}.0" and image.kv["exe"] == [str(prog / "prog")]
+    own = counts(p.stdout)[0]
+    calls = image.calls()
+    assert (calls["leaf"], calls["mid"], calls["main"]) == (own["leaf"], own["mid"], 1)
+    # Time goes forward; sp: a callee's entry is below its caller's.
+    events = image.threads[tid]
+    assert all(a[0] <= b[0] for a, b in zip(events, events[1:]))
+    names = [image.sites[s][3] for _, _, s, _ in events]
+    i = names.index("mid")
+    assert names[i + 1] == "leaf" and events[i + 1][3] < events[i][3]
+    assert {s[0] for s in image.sites.values()} == {"entry"}
+    assert {s[2] for s in image.sites.values()} == {"noexit"}
+
+
+def test_summary_matches_the_files(prog, tmp_path):
+    p, trace, (sites, enabled, events, dropped, nbytes) = record(prog, tmp_path, "count", "300")
+    [image] = trace.images.values()
+    assert sites == len(image.sites) and enabled == sites
+    assert events == image.events() == 602 and dropped == 0  # 300 * 2, main, report
+    files = sorted((tmp_path / "trace" / image.name).glob("*.events"))
+    assert nbytes == sum(f.stat().st_size for f in files)
+    info = trace.info
+    assert info["format"] == ["1"] and info["arch"] == ["x86_64"] and info["clock"] == ["tsc"]
+    assert info["exit"] == ["7"] and info["events"] == [str(events)]
+    sync = [tuple(map(int, v.split())) for v in info["clock_sync"]]
+    assert len(sync) >= 2 and sync == sorted(sync)
+    assert info["command"] == [f"'{prog / 'prog'}' 'count' '300'"]
+    assert not list(tmp_path.glob("trace.*")), "temporary directories left behind"
+
+
+def test_threads_have_their_own_files(prog, tmp_path):
+    p, trace, _ = record(prog, tmp_path, "threads")
+    [image] = trace.images.values()
+    per_thread = sorted(image.calls(t)["leaf"] for t in image.threads)
+    assert per_thread == [0, 10, 110, 210]  # main, then the three threads
+
+
+def test_fork_child_has_its_own_image(prog, tmp_path):
+    p, trace, _ = record(prog, tmp_path, "fork")
+    child_own, parent_own = counts(p.stdout)
+    assert len(trace.images) == 2
+    parent = next(i for i in trace.images.values() if "forked_from" not in i.kv)
+    child = next(i for i in trace.images.values() if "forked_from" in i.kv)
+    assert child.kv["forked_from"] == [parent.name]
+    assert child.kv["ppid"] == parent.kv["pid"]
+    # Neither writes the other's events; the child's sites are its parent's.
+    assert parent.calls()["mid"] == parent_own["mid"] == 3
+    assert child.calls()["mid"] == child_own["mid"] == 5
+    assert child.sites == parent.sites
+
+
+def test_exec_continues_into_the_next_image(prog, tmp_path):
+    p, trace, _ = record(prog, tmp_path, "exec")
+    before, after = counts(p.stdout)
+    pid = p.stdout and sorted(trace.images)[0].split(".")[0]
+    assert sorted(trace.images) == [f"{pid}.0", f"{pid}.1"]
+    first, second = trace.images[f"{pid}.0"], trace.images[f"{pid}.1"]
+    assert second.kv["exec_from"] == [first.name] and "exec_from" not in first.kv
+    assert first.calls()["mid"] == before["mid"] == 2
+    assert second.calls()["mid"] == after["mid"] == 4
+    assert second.kv["argv"] == [f"{prog / 'prog'} count 4"]
+
+
+def test_dlopened_library_sites_are_appended(prog, tmp_path):
+    p, trace, _ = record(prog, tmp_path, "dlopen", str(prog / "lib.so"))
+    [image] = trace.images.values()
+    ids = {s[3]: i for i, s in image.sites.items()}
+    assert image.sites[ids["lib_fn"]][4] == str(prog / "lib.so")
+    assert ids["lib_fn"] > max(i for n, i in ids.items() if n != "lib_fn")
+    assert sorted(image.sites) == list(range(len(image.sites)))
+    assert image.calls()["lib_fn"] == 6
+
+
+@pytest.mark.parametrize("opts,env", [
+    (["--size", "1"], {}),
+    ([], {"FTPAD_RECORD_CHUNK": "64", "FTPAD_RECORD_CHUNKS": "2"}),
+], ids=["size", "tiny-chunks"])
+def test_overflow_counts_every_dropped_event(prog, tmp_path, opts, env, monkeypatch):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    p, trace, (_, _, events, dropped, nbytes) = record(prog, tmp_path, "count", "100000",
+                                                        opts=opts)
+    own = counts(p.stdout)[0]
+    [image] = trace.images.values()
+    made = own["leaf"] + own["mid"] + 2  # and main, report
+    assert dropped > 0 and events == image.events()
+    assert events + dropped == made
+    # Every dropped event is in a LOST event, except those after the last chunk.
+    assert image.lost() <= dropped
+    if opts:
+        assert nbytes <= (1 << 20) + 64 * len(image.threads)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-F"], "record: option '-F' needs an argument"),
+    (["-F", "", "true"], "record: option '-F' takes one glob"),
+    (["-N", "a,b", "true"], "record: option '-N' takes one glob"),
+    (["--size", "0", "true"], "record: --size takes a number of MB >= 1, not '0'"),
+    (["--size", "3x", "true"], "record: --size takes a number of MB >= 1, not '3x'"),
+    (["--depth", "3", "true"], "record: option '--depth' needs exit events"),
+    (["--time-filter", "1us", "true"], "record: option '--time-filter' needs exit events"),
+    (["-o", "", "true"], "record: option '-o' needs a directory name"),
+    (["--bogus", "true"], "record: unknown option '--bogus'"),
+    (["--"], "record: missing PROG"),
+])
+def test_bad_arguments(args, message, tmp_path):
+    p = run([FTPAD_BIN, "record", *args], check=False, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.startswith(f"ftpad: error: {message}"), p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_directory_needs_force(prog, tmp_path):
+    (tmp_path / "trace").mkdir()
+    (tmp_path / "trace" / "old").write_text("x")
+    p = run([FTPAD_BIN, "record", "-o", tmp_path / "trace", "--", prog / "prog"], check=False)
+    assert p.returncode == 1 and "exists; remove it or use --force" in p.stderr
+    assert (tmp_path / "trace" / "old").exists()
+    p, trace, _ = record(prog, tmp_path, "count", "3", opts=["--force"])
+    assert not (tmp_path / "trace" / "old").exists() and len(trace.images) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]
+
+
+def test_filter_and_notrace(prog, tmp_path):
+    p, trace, (sites, enabled, *_) = record(prog, tmp_path, "count", "10",
+                                            opts=["-F", "*", "-N", "leaf"])
+    [image] = trace.images.values()
+    assert image.calls() == {"main": 1, "mid": 10, "report": 1} and enabled == sites - 1
+
+
+def test_aarch64_under_qemu(tmp_path):
+    if not A64_PLUGIN.exists() or not A64_LIB.exists():
+        pytest.fail(f"{A64_PLUGIN} or {A64_LIB} is missing: run `make` first")
+    exe = tmp_path / "prog"
+    run(["aarch64-linux-gnu-gcc-12", "-O2", f"-fplugin={A64_PLUGIN}", "-static", "-o", exe,
+         SRC / "prog.c", "-Wl,--undefined=ftpad_register_ops", A64_LIB, "-lpthread"])
+    out = tmp_path / "trace"
+    out.mkdir()
+    p = run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", exe, "count", "500"], check=False,
+            env={**os.environ, "FTPAD_RECORD": str(out)})
+    assert p.returncode == 7
+    own = counts(p.stdout)[0]
+    trace = Trace(out, arch=2)
+    assert trace.info["arch"] == ["aarch64"] and trace.info["clock"] == ["cntvct"]
+    [image] = trace.images.values()
+    calls = image.calls()
+    assert (calls["leaf"], calls["mid"]) == (own["leaf"], own["mid"]) == (500, 500)
