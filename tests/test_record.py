@@ -43,9 +43,11 @@ class Image:
         self.name = path.name
         self.kv = read_kv(path / "image")
         self.sites = {}
-        for line in (path / "sites").read_text().splitlines():
+        lines = (path / "sites").read_text().splitlines()
+        for line in lines:
             sid, kind, entry, flags, name, module = line.split("\t")
             self.sites[int(sid)] = (kind, int(entry, 16), flags, name, module)
+        assert len(self.sites) == len(lines), "site ids are never reused"
         self.threads = {}
         for f in sorted(path.glob("*.events")):
             data = f.read_bytes()
@@ -158,8 +160,9 @@ def test_fork_child_has_its_own_image(prog, tmp_path):
     assert child.kv["forked_from"] == [parent.name]
     assert child.kv["ppid"] == parent.kv["pid"]
     # Neither writes the other's events; the child's sites are its parent's.
-    assert parent.calls()["mid"] == parent_own["mid"] == 3
-    assert child.calls()["mid"] == child_own["mid"] == 5
+    assert parent.calls() == {"main": 1, "mid": 3, "leaf": 3, "report": 1}
+    assert child.calls() == {"mid": 5, "leaf": 5, "report": 1}
+    assert (parent_own["mid"], child_own["mid"]) == (3, 5)
     assert child.sites == parent.sites
 
 
