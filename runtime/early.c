@@ -42,7 +42,7 @@ static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *
 {
 	unsigned int i;
 
-	(void)ops, (void)regs;
+	(void)ops;
 	if (!ftpad_sorted_has(ips, nips, ip))
 		return;
 	i = __atomic_fetch_add(&nentries, 1, __ATOMIC_RELAXED);
@@ -50,6 +50,8 @@ static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *
 		return;
 	entries[i].ip = ip;
 	entries[i].parent_ip = parent_ip;
+	entries[i].time = ftpad_trace_clock();
+	entries[i].sp = (uint32_t)ftpad_regs_get_stack_pointer(regs);
 	entries[i].tid = gettid();
 	prctl(PR_GET_NAME, entries[i].comm);
 }
@@ -86,11 +88,26 @@ static const char *env_value(char **envp, const char *name)
 	return NULL;
 }
 
+/* The functions to trace early: the tracer's, else the recorder's (all
+ * by default); NULL when neither is on. */
+static const char *early_filter(char **envp)
+{
+	const char *filter = env_value(envp, "FTPAD_FILTER"), *dir;
+
+	if (filter)
+		return filter;
+	dir = env_value(envp, "FTPAD_RECORD");
+	if (!dir || !*dir)
+		return NULL;
+	filter = env_value(envp, "FTPAD_RECORD_FILTER");
+	return filter && *filter ? filter : "*";
+}
+
 static bool wanted_in(char **envp)
 {
 	const char *early = env_value(envp, "FTPAD_EARLY");
 
-	return early && *early && strcmp(early, "0") && env_value(envp, "FTPAD_FILTER");
+	return early && *early && strcmp(early, "0") && early_filter(envp);
 }
 
 void ftpad_early_start(char **envp)
@@ -101,7 +118,7 @@ void ftpad_early_start(char **envp)
 	if (state || !wanted_in(envp))
 		return;
 	state = 1;
-	err = ftpad_set_filter(&early_ops, env_value(envp, "FTPAD_FILTER"), 1);
+	err = ftpad_set_filter(&early_ops, early_filter(envp), 1);
 	if (!err)
 		err = ftpad_get_stats(&st); /* reads the site tables */
 	if (!err) {

@@ -583,9 +583,27 @@ void ftpad_record_before_exec(void) FTPAD_HIDDEN;
 /* early.c: very early tracing (FTPAD_EARLY). */
 struct ftpad_early_entry {
 	unsigned long ip, parent_ip;
+	uint64_t time; /* ftpad_trace_clock() */
+	uint32_t sp;   /* the low 32 bits of the function's sp at its site */
 	int tid;
 	char comm[17];
 };
+
+/* The recorder's clock (<ftpad_trace.h>): TSC, or CNTVCT_EL0. */
+static inline uint64_t ftpad_trace_clock(void)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+#else
+	uint64_t v;
+
+	__asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+#endif
+}
 /* envp: the environment (getenv() finds nothing before libc is set up). */
 void ftpad_early_start(char **envp) FTPAD_HIDDEN;
 bool ftpad_early_active(void) FTPAD_HIDDEN;

@@ -10,6 +10,7 @@
  *   FTPAD_RECORD_SIZE=bytes     cap on the events' bytes; then dropped, counted
  *   FTPAD_RECORD_CHUNK=n        events per chunk (default 4096: 64 KiB)
  *   FTPAD_RECORD_CHUNKS=n       chunks in the pool (default 64)
+ *   FTPAD_EARLY=1               also the calls before main (early.c)
  *   FTPAD_RECORD_IMAGE=pid.n    set by the recorder itself: the image this
  *                               process writes, so an exec'ed program
  *                               continues into pid.(n+1) (exec_from=)
@@ -90,23 +91,6 @@ static uint32_t next_id;    /* under mods_lock */
 static int mods_lock;       /* atomic spin flag, taken with trylock only */
 static int sites_fd = -1;
 
-static inline uint64_t clock_ticks(void)
-{
-#if defined(__x86_64__)
-	uint32_t lo, hi;
-
-	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-	return (uint64_t)hi << 32 | lo;
-#elif defined(__aarch64__)
-	uint64_t v;
-
-	__asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
-	return v;
-#else
-#error "no clock for this architecture"
-#endif
-}
-
 static struct chunk *chunk_at(uint32_t index)
 {
 	return (struct chunk *)(pool + (size_t)index * chunk_size);
@@ -177,7 +161,7 @@ static void hand_over(struct rthread *t)
 	if (!c)
 		return;
 	if (t->lost) {
-		c->ev[c->n++] = (struct ftpad_event){ clock_ticks(),
+		c->ev[c->n++] = (struct ftpad_event){ ftpad_trace_clock(),
 			ftpad_event_what(FTPAD_EVENT_LOST, 0), (uint32_t)t->lost };
 		t->lost = 0;
 	}
@@ -220,7 +204,7 @@ static bool make_room(struct rthread *t)
 	if (!t->cur)
 		return false;
 	if (t->lost) {
-		t->cur->ev[t->cur->n++] = (struct ftpad_event){ clock_ticks(),
+		t->cur->ev[t->cur->n++] = (struct ftpad_event){ ftpad_trace_clock(),
 			ftpad_event_what(FTPAD_EVENT_LOST, 0), (uint32_t)t->lost };
 		t->lost = 0;
 	}
@@ -253,7 +237,7 @@ static void record_event(unsigned kind, uint32_t site, uint32_t sp)
 	    (!make_room(t) || !(c = t->cur))) {
 		t->lost++, t->dropped++;
 	} else {
-		c->ev[c->n++] = (struct ftpad_event){ clock_ticks(), ftpad_event_what(kind, site), sp };
+		c->ev[c->n++] = (struct ftpad_event){ ftpad_trace_clock(), ftpad_event_what(kind, site), sp };
 		t->events++;
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -488,11 +472,11 @@ static void append_image(const char *text)
 static void clock_sync(void)
 {
 	struct timespec ts;
-	uint64_t t0 = clock_ticks(), t1;
+	uint64_t t0 = ftpad_trace_clock(), t1;
 	char line[96];
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	t1 = clock_ticks();
+	t1 = ftpad_trace_clock();
 	snprintf(line, sizeof(line), "clock_sync=%llu %llu\n",
 		 (unsigned long long)(t0 + (t1 - t0) / 2),
 		 (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec);
@@ -683,6 +667,38 @@ static bool set_pool(void)
 	return true;
 }
 
+/*
+ * --early (FTPAD_EARLY): the calls early.c recorded before main, on this
+ * thread, become its first events; those of other threads (rare before
+ * main) and those the early buffer could not hold are counted as dropped.
+ */
+static void take_early(void)
+{
+	size_t n, dropped;
+	const struct ftpad_early_entry *e;
+	struct rthread *t;
+	pid_t me = gettid();
+
+	if (!ftpad_early_active())
+		return;
+	e = ftpad_early_stop(&n, &dropped);
+	t = self ? self : thread_start();
+	if (!t)
+		return;
+	t->lost += dropped, t->dropped += dropped;
+	for (size_t i = 0; i < n; i++) {
+		int64_t id = e[i].tid == me ? site_id(e[i].ip) : -1;
+
+		if (id < 0 || ((!t->cur || t->cur->n >= chunk_events - 1) && !make_room(t))) {
+			t->lost++, t->dropped++;
+			continue;
+		}
+		t->cur->ev[t->cur->n++] = (struct ftpad_event){ e[i].time,
+			ftpad_event_what(FTPAD_EVENT_ENTRY, (uint32_t)id), e[i].sp };
+		t->events++;
+	}
+}
+
 static void register_modules(void)
 {
 	/* The list is newest first: ids go to the oldest first. */
@@ -742,6 +758,7 @@ void ftpad_record_start(void)
 		return;
 	}
 	register_modules();
+	take_early();
 }
 
 /* exechooks.c (libftpad.so only): before an exec, write every buffer, so

@@ -124,6 +124,7 @@ def test_entries_equal_the_programs_counts(prog, tmp_path):
     names = [image.sites[s][3] for _, _, s, _ in events]
     i = names.index("mid")
     assert names[i + 1] == "leaf" and events[i + 1][3] < events[i][3]
+    assert names[0] == "before_main" and names[1] == "main"
     assert {s[0] for s in image.sites.values()} == {"entry"}
     assert {s[2] for s in image.sites.values()} == {"noexit"}
 
@@ -132,7 +133,7 @@ def test_summary_matches_the_files(prog, tmp_path):
     p, trace, (sites, enabled, events, dropped, nbytes) = record(prog, tmp_path, "count", "300")
     [image] = trace.images.values()
     assert sites == len(image.sites) and enabled == sites
-    assert events == image.events() == 602 and dropped == 0  # 300 * 2, main, report
+    assert events == image.events() == 603 and dropped == 0  # 300 * 2, before_main, main, report
     files = sorted((tmp_path / "trace" / image.name).glob("*.events"))
     assert nbytes == sum(f.stat().st_size for f in files)
     info = trace.info
@@ -160,7 +161,7 @@ def test_fork_child_has_its_own_image(prog, tmp_path):
     assert child.kv["forked_from"] == [parent.name]
     assert child.kv["ppid"] == parent.kv["pid"]
     # Neither writes the other's events; the child's sites are its parent's.
-    assert parent.calls() == {"main": 1, "mid": 3, "leaf": 3, "report": 1}
+    assert parent.calls() == {"before_main": 1, "main": 1, "mid": 3, "leaf": 3, "report": 1}
     assert child.calls() == {"mid": 5, "leaf": 5, "report": 1}
     assert (parent_own["mid"], child_own["mid"]) == (3, 5)
     assert child.sites == parent.sites
@@ -199,7 +200,7 @@ def test_overflow_counts_every_dropped_event(prog, tmp_path, opts, env, monkeypa
                                                         opts=opts)
     own = counts(p.stdout)[0]
     [image] = trace.images.values()
-    made = own["leaf"] + own["mid"] + 2  # and main, report
+    made = own["leaf"] + own["mid"] + 3  # and before_main, main, report
     assert dropped > 0 and events == image.events()
     assert events + dropped == made
     # Every dropped event is in a LOST event, except those after the last chunk.
@@ -237,11 +238,28 @@ def test_existing_directory_needs_force(prog, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["late", "early"])
+def test_early_and_late_start_record_the_same(prog, tmp_path, monkeypatch, early):
+    monkeypatch.setenv("PROG_CTOR", "9")
+    p, trace, (_, _, events, dropped, _) = record(prog, tmp_path, "count", "5",
+                                                  opts=["--early"] if early else [])
+    [image] = trace.images.values()
+    [tid] = image.threads
+    names = [image.sites[s][3] for _, k, s, _ in image.threads[tid] if k == "entry"]
+    # libftpad.so's constructor runs before the program's: with --early
+    # the recorder takes over from early tracing right before main instead.
+    ctor = ["before_main"] + ["mid", "leaf"] * 9
+    assert names == ctor + ["main"] + ["mid", "leaf"] * 5 + ["report"]
+    assert counts(p.stdout)[0] == {"leaf": 14, "mid": 14} and dropped == 0
+    times = [t for t, *_ in image.threads[tid]]
+    assert times == sorted(times)
+
+
 def test_filter_and_notrace(prog, tmp_path):
     p, trace, (sites, enabled, *_) = record(prog, tmp_path, "count", "10",
                                             opts=["-F", "*", "-N", "leaf"])
     [image] = trace.images.values()
-    assert image.calls() == {"main": 1, "mid": 10, "report": 1} and enabled == sites - 1
+    assert image.calls() == {"before_main": 1, "main": 1, "mid": 10, "report": 1} and enabled == sites - 1
 
 
 def test_aarch64_under_qemu(tmp_path):

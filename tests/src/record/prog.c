@@ -7,6 +7,8 @@
  *   prog fork       the child calls mid() 5 times, the parent 3 times
  *   prog exec       mid() twice, then execv itself as "prog count 4"
  *   prog dlopen LIB lib_fn() of LIB 6 times, then dlclose
+ * With PROG_CTOR=N in the environment, a constructor calls mid() N times
+ * first (before main: recorded with --early only).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -37,6 +39,14 @@ static void *thread_main(void *arg)
 	for (long i = 0; i < n; i++)
 		s += leaf(i);
 	return (void *)s;
+}
+
+__attribute__((constructor)) static void before_main(void)
+{
+	const char *n = getenv("PROG_CTOR");
+
+	for (int i = 0; n && i < atoi(n); i++)
+		mid(i);
 }
 
 static void report(void)
