@@ -53,6 +53,8 @@ packages=(
   # bench/run.py: instruction counts, and XRay as a peer to measure against;
   # libclang-rt-14-dev is also libFuzzer, for recordmcount-ng's fuzz test
   valgrind libclang-rt-14-dev
+  # bench/record_overhead.py: uftrace record is the peer of ftpad record.
+  uftrace
   # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py),
   # and man -l the installed man pages (tests/test_install.py)
   groff-base man-db

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Recording cost: added ns per call of a tight loop over a padded function,
+`ftpad record` against `uftrace record` (a -pg build) and LLVM XRay's
+flight-data recorder (clang-14 -fxray-instrument), in one run.
+
+Each tool records the same program twice, with N and 2N calls; the
+difference of the two wall times, less the same difference unrecorded,
+over N, is the added cost of one recorded call (start-up, symbol loading
+and the final flush cancel out).  Rounds are interleaved in shuffled order
+and the fastest of each is kept: the host is shared.  ftpad records
+entries only for now (no exit sites yet), through the generic callback
+path; uftrace and XRay record an entry and an exit per call.  Nothing here
+asserts on time."""
+import argparse
+import os
+import pathlib
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SOURCE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) long leaf(long x) { return 3 * x + 1; }
+int main(int argc, char **argv)
+{
+	long n = atol(argv[1]), s = 0;
+	for (long i = 0; i < n; i++)
+		s += leaf(i);
+	printf("%ld\n", s);
+	return 0;
+}
+"""
+
+
+def sh(cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True,
+                          **kw)
+
+
+def build(build_dir, out):
+    src = out / "loop.c"
+    src.write_text(SOURCE)
+    tools = {}
+    plugin = build_dir / "gcc-plugin" / "ftpad.so"
+    sh(["gcc", "-O2", "-o", out / "plain", src])
+    tools["plain"] = lambda n, d: [out / "plain", n]
+    sh(["gcc", "-O2", f"-fplugin={plugin}", "-o", out / "ftpad", src])
+    ftpad = build_dir / "bin" / "ftpad"
+    tools["ftpad record (entries)"] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--",
+                                                     out / "ftpad", n]
+    if shutil.which("uftrace"):
+        sh(["gcc", "-O2", "-pg", "-o", out / "pg", src])
+        tools["uftrace record (-pg)"] = lambda n, d: ["uftrace", "record", "-d", d,
+                                                      out / "pg", n]
+    else:
+        print("uftrace not found: its row is skipped", file=sys.stderr)
+    if shutil.which("clang-14"):
+        sh(["clang-14", "-O2", "-fxray-instrument", "-fxray-instruction-threshold=1",
+            "-o", out / "xray", src])
+        tools["XRay FDR"] = lambda n, d: [out / "xray", n]
+    else:
+        print("clang-14 not found: the XRay row is skipped", file=sys.stderr)
+    return tools
+
+
+def time_run(cmd, tmp):
+    env = dict(os.environ, XRAY_OPTIONS=f"patch_premain=true xray_mode=xray-fdr "
+               f"xray_logfile_base={tmp}/xray-log.")
+    t0 = time.perf_counter()
+    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, env=env, cwd=tmp)
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.environ.get("FTPAD_BUILD", ROOT / "build"),
+                    type=pathlib.Path)
+    ap.add_argument("--calls", type=int, default=5_000_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ftpad-record-bench-") as tmpname:
+        tmp = pathlib.Path(tmpname)
+        tools = build(args.build.resolve(), tmp)
+        best = {(name, k): float("inf") for name in tools for k in (1, 2)}
+        for _ in range(args.rounds):
+            order = [(name, k) for name in tools for k in (1, 2)]
+            random.shuffle(order)
+            for name, k in order:
+                d = tmp / "trace"
+                shutil.rmtree(d, ignore_errors=True)
+                for f in tmp.glob("xray-log.*"):
+                    f.unlink()
+                cmd = tools[name](args.calls * k, d)
+                best[name, k] = min(best[name, k], time_run(cmd, tmp))
+        n = args.calls
+        added = {}
+        plain = (best["plain", 2] - best["plain", 1]) / n * 1e9
+        print(f"{'tool':28} {'ns/call':>8} {'added ns':>9}")
+        for name in tools:
+            per = (best[name, 2] - best[name, 1]) / n * 1e9
+            added[name] = per - plain
+            print(f"{name:28} {per:8.1f} {added[name]:9.1f}")
+        ours = added["ftpad record (entries)"]
+        for peer in ("uftrace record (-pg)", "XRay FDR"):
+            if peer in added and added[peer] > 0:
+                print(f"ftpad record / {peer}: {ours / added[peer]:.2f}x "
+                      f"(ftpad: entries only; {peer}: entry + exit)")
+
+
+if __name__ == "__main__":
+    main()
