@@ -770,3 +770,16 @@ void ftpad_record_before_exec(void)
 		clock_sync();
 	}
 }
+
+bool ftpad_record_active(void)
+{
+	return started && !__atomic_load_n(&stopping, __ATOMIC_RELAXED);
+}
+
+/* sighooks.c: a handler starts or returns; sp: the wrapper's frame, below
+ * the interrupted one and above the handler's calls. */
+void ftpad_record_signal(unsigned kind, int sig, uintptr_t sp)
+{
+	if (started)
+		record_event(kind, (uint32_t)sig, (uint32_t)sp);
+}

@@ -179,6 +179,23 @@ def test_exec_continues_into_the_next_image(prog, tmp_path):
     assert second.kv["argv"] == [f"{prog / 'prog'} count 4"]
 
 
+def test_signal_handlers_are_bracketed(prog, tmp_path):
+    p, trace, _ = record(prog, tmp_path, "signal")
+    assert counts(p.stdout) == [{"usr1_ok": 1, "query_ok": 1}, {"leaf": 4, "mid": 1}]
+    [image] = trace.images.values()
+    [events] = image.threads.values()
+    seen = [(k, image.sites[s][3] if k == "entry" else s) for _, k, s, _ in events]
+    assert seen == [("entry", "before_main"), ("entry", "main"),
+                    ("signal", 10), ("entry", "on_usr1"), *[("entry", "leaf")] * 3,
+                    ("sigreturn", 10),
+                    ("signal", 12), ("entry", "on_usr2"), ("entry", "mid"), ("entry", "leaf"),
+                    ("sigreturn", 12), ("entry", "report")]
+    # The handler's frames nest below the SIGNAL mark, which is below main.
+    sp = {i: e[3] for i, e in enumerate(events)}
+    assert sp[2] - sp[1] > 0x80000000 or sp[2] < sp[1]
+    assert all(sp[i] < sp[2] for i in (3, 4, 5, 6))
+
+
 def test_dlopened_library_sites_are_appended(prog, tmp_path):
     p, trace, _ = record(prog, tmp_path, "dlopen", str(prog / "lib.so"))
     [image] = trace.images.values()

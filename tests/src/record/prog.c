@@ -7,10 +7,14 @@
  *   prog fork       the child calls mid() 5 times, the parent 3 times
  *   prog exec       mid() twice, then execv itself as "prog count 4"
  *   prog dlopen LIB lib_fn() of LIB 6 times, then dlclose
+ *   prog signal     a SA_SIGINFO handler of SIGUSR1 (leaf() 3 times) and a
+ *                   signal() handler of SIGUSR2 (mid() once), raised from
+ *                   mid(); prints whether each handler saw its arguments
  * With PROG_CTOR=N in the environment, a constructor calls mid() N times
  * first (before main: recorded with --early only).
  */
 #include <dlfcn.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +51,21 @@ __attribute__((constructor)) static void before_main(void)
 
 	for (int i = 0; n && i < atoi(n); i++)
 		mid(i);
+}
+
+static int usr1_ok;
+
+static void on_usr1(int sig, siginfo_t *info, void *context)
+{
+	usr1_ok = sig == SIGUSR1 && info && info->si_signo == SIGUSR1 && context;
+	for (int i = 0; i < 3; i++)
+		leaf(i);
+}
+
+static void on_usr2(int sig)
+{
+	if (sig == SIGUSR2)
+		mid(sig);
 }
 
 static void report(void)
@@ -100,6 +119,21 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		execv("/proc/self/exe", args);
 		return 99;
+	}
+	if (!strcmp(mode, "signal")) {
+		struct sigaction sa = { .sa_sigaction = on_usr1, .sa_flags = SA_SIGINFO }, old, old2;
+
+		sigaction(SIGUSR1, &sa, NULL);
+		signal(SIGUSR2, on_usr2);
+		raise(SIGUSR1);
+		raise(SIGUSR2);
+		sigaction(SIGUSR1, NULL, &old);
+		sigaction(SIGUSR2, NULL, &old2);
+		printf("usr1_ok=%d query_ok=%d\n", usr1_ok,
+		       old.sa_sigaction == on_usr1 && (old.sa_flags & SA_SIGINFO) &&
+			       old2.sa_handler == on_usr2 && !(old2.sa_flags & SA_SIGINFO));
+		report();
+		return 0;
 	}
 	if (!strcmp(mode, "dlopen") && argc > 2) {
 		void *h = dlopen(argv[2], RTLD_NOW);

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sighooks.c - in libftpad.so only: sigaction and signal, interposed while
+ * the recorder runs (record.c), install a wrapper around the program's
+ * handler, so that a SIGNAL event (site: the signal number) precedes the
+ * handler's calls and a SIGRETURN event follows them when it returns.  The
+ * handler gets its real arguments (the wrapper always asks for SA_SIGINFO
+ * and passes (sig, info, context) on only when the program asked for it);
+ * the other flags (SA_RESETHAND, SA_NODEFER, SA_RESTART...) and the mask
+ * are the program's, and a query returns the program's handler and flags.
+ * glibc's signal() reaches sigaction without the PLT, so both are
+ * interposed; libftpad.map gives them glibc's version (x86_64).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <string.h>
+
+#include "ftpad_trace.h"
+#include "internal.h"
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+
+/* The program's handler and flags per signal, while the wrapper stands in. */
+static struct {
+	void *handler; /* atomic */
+	int flags;     /* atomic */
+} wrapped[NSIG];
+
+static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	static sigaction_fn real;
+
+	if (!real)
+		real = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+	return real(sig, act, old);
+}
+
+static void wrapper(int sig, siginfo_t *info, void *context)
+{
+	void *h = __atomic_load_n(&wrapped[sig].handler, __ATOMIC_ACQUIRE);
+	int flags = __atomic_load_n(&wrapped[sig].flags, __ATOMIC_RELAXED);
+	/* Above every frame the handler makes, below the interrupted ones. */
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
+	ftpad_record_signal(FTPAD_EVENT_SIGNAL, sig, sp);
+	if (flags & SA_SIGINFO)
+		((void (*)(int, siginfo_t *, void *))h)(sig, info, context);
+	else
+		((void (*)(int))h)(sig);
+	ftpad_record_signal(FTPAD_EVENT_SIGRETURN, sig, sp);
+}
+
+static bool is_handler(const struct sigaction *act)
+{
+	return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
+}
+
+FTPAD_API int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	struct sigaction mine;
+	void *prev_handler = NULL;
+	int prev_flags = 0, err;
+
+	if (sig > 0 && sig < NSIG) {
+		prev_handler = __atomic_load_n(&wrapped[sig].handler, __ATOMIC_ACQUIRE);
+		prev_flags = wrapped[sig].flags;
+	}
+	if (act && sig > 0 && sig < NSIG && is_handler(act) && ftpad_record_active()) {
+		mine = *act;
+		mine.sa_sigaction = wrapper;
+		mine.sa_flags |= SA_SIGINFO;
+		__atomic_store_n(&wrapped[sig].flags, act->sa_flags, __ATOMIC_RELAXED);
+		__atomic_store_n(&wrapped[sig].handler, (void *)act->sa_sigaction,
+				 __ATOMIC_RELEASE);
+		act = &mine;
+	}
+	err = real_sigaction(sig, act, old);
+	if (!err && old && old->sa_sigaction == wrapper) {
+		old->sa_sigaction = (void (*)(int, siginfo_t *, void *))prev_handler;
+		old->sa_flags = prev_flags;
+	}
+	return err;
+}
+
+FTPAD_API sighandler_t signal(int sig, sighandler_t handler)
+{
+	struct sigaction act, old;
+
+	/* glibc's signal(): BSD semantics. */
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = handler;
+	act.sa_flags = SA_RESTART;
+	sigemptyset(&act.sa_mask);
+	sigaddset(&act.sa_mask, sig > 0 && sig < NSIG ? sig : 1);
+	if (sigaction(sig, &act, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
