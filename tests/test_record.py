@@ -179,6 +179,17 @@ def test_exec_continues_into_the_next_image(prog, tmp_path):
     assert second.kv["argv"] == [f"{prog / 'prog'} count 4"]
 
 
+def test_deep_recursion(prog, tmp_path):
+    p, trace, (_, _, events, dropped, _) = record(prog, tmp_path, "deep", "100000")
+    assert counts(p.stdout)[0]["deep"] == 100000
+    [image] = trace.images.values()
+    [evs] = image.threads.values()
+    deep = [sp for _, k, s, sp in evs if k == "entry" and image.sites[s][3] == "deep"]
+    assert len(deep) == 100000 and dropped == 0
+    # Each frame below the one before: the sp differences are all negative.
+    assert all(((b - a) & 0xffffffff) >= 0x80000000 for a, b in zip(deep, deep[1:]))
+
+
 def test_signal_handlers_are_bracketed(prog, tmp_path):
     p, trace, _ = record(prog, tmp_path, "signal")
     assert counts(p.stdout) == [{"usr1_ok": 1, "query_ok": 1}, {"leaf": 4, "mid": 1}]

@@ -7,6 +7,7 @@
  *   prog fork       the child calls mid() 5 times, the parent 3 times
  *   prog exec       mid() twice, then execv itself as "prog count 4"
  *   prog dlopen LIB lib_fn() of LIB 6 times, then dlclose
+ *   prog deep N     deep() recursing N frames deep
  *   prog signal     a SA_SIGINFO handler of SIGUSR1 (leaf() 3 times) and a
  *                   signal() handler of SIGUSR2 (mid() once), raised from
  *                   mid(); prints whether each handler saw its arguments
@@ -51,6 +52,19 @@ __attribute__((constructor)) static void before_main(void)
 
 	for (int i = 0; n && i < atoi(n); i++)
 		mid(i);
+}
+
+static long n_deep;
+
+__attribute__((noinline)) long deep(long n)
+{
+	n_deep++;
+	if (n <= 1)
+		return 1;
+	long r = deep(n - 1);
+
+	__asm__ volatile("" : "+r"(r)); /* a real call, not a loop */
+	return r + 1;
 }
 
 static int usr1_ok;
@@ -119,6 +133,12 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		execv("/proc/self/exe", args);
 		return 99;
+	}
+	if (!strcmp(mode, "deep") && argc > 2) {
+		long r = deep(atol(argv[2]));
+
+		printf("deep=%ld result=%ld\n", n_deep, r);
+		return 0;
 	}
 	if (!strcmp(mode, "signal")) {
 		struct sigaction sa = { .sa_sigaction = on_usr1, .sa_flags = SA_SIGINFO }, old, old2;
