@@ -573,7 +573,9 @@ static void record_end(void)
 {
 	if (!started || __atomic_exchange_n(&ended, 1, __ATOMIC_ACQ_REL))
 		return;
-	flush_all();
+	/* Threads still running stop adding events first, so that no chunk
+	 * is written to while it is handed over (one already inside
+	 * record_event() may still finish its event: a narrow window). */
 	__atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
 	flush_all();
 	write_stats();
