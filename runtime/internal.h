@@ -418,6 +418,7 @@ struct ftpad_thread_slot {
 	unsigned long guard; /* FTPAD_OPS_FL_RECURSION callbacks running on the owner */
 	int owner;           /* atomic: the owner's tid; 0: free */
 	int waiters;         /* atomic futex word: a writer sleeps until the owner is out */
+	uintptr_t exit_site; /* the exit site whose callbacks run on the owner, for the recorder */
 } __attribute__((aligned(64)));
 extern __thread struct ftpad_thread_slot *ftpad_slot
 	__attribute__((tls_model("initial-exec"))) FTPAD_HIDDEN;

@@ -189,11 +189,15 @@ void ftpad_dispatch_exit(uintptr_t site, uintptr_t parent_ip, struct ftpad_regs 
 	s = ftpad_site_by_addr(site);
 	ops = s ? __atomic_load_n(&s->ops, __ATOMIC_ACQUIRE) : NULL;
 	if (ops) {
+		uintptr_t outer_site = t->exit_site; /* a callback's own traced calls nest */
+
 		saved_errno = *t->errno_ptr;
+		t->exit_site = site;
 		if (ops == &list_ops)
 			list_exit(s->entry, parent_ip, ops, regs);
 		else
 			call_exit(ops, s->entry, parent_ip, regs);
+		t->exit_site = outer_site;
 		*t->errno_ptr = saved_errno;
 	}
 	ftpad_exit(t);

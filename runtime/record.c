@@ -261,14 +261,30 @@ static void write_all(int fd, const void *buf, size_t len)
 	}
 }
 
+/* docs/format.md "The trace directory": a site's kind and flags columns. */
+static const char *kind_word(const struct ftpad_site *s)
+{
+	switch (ftpad_site_kind(s)) {
+	case FTPAD_SITE_KIND_EXIT:
+		return "exit";
+	case FTPAD_SITE_KIND_TAIL_EXIT:
+		return "tail-exit";
+	default:
+		return "entry";
+	}
+}
+
+/* One line per site of m, entry and exit sites alike, in the module's
+ * order (by address): a site's id is base + its index. */
 static void write_site_lines(const struct ftpad_module *m, uint32_t base)
 {
 	char line[PATH_MAX + 600];
 
 	for (size_t i = 0; i < m->nsites; i++) {
 		const struct ftpad_site *s = &m->sites[i];
-		int len = snprintf(line, sizeof(line), "%u\tentry\t%#lx\tnoexit\t%s\t%s\n",
-				   base + (unsigned)i, (unsigned long)s->entry,
+		int len = snprintf(line, sizeof(line), "%u\t%s\t%#lx\t%s\t%s\t%s\n",
+				   base + (unsigned)i, kind_word(s), (unsigned long)s->entry,
+				   ftpad_site_entries_only(s) ? "noexit" : "-",
 				   s->name ? s->name : "", m->path ? m->path : "");
 
 		if (len >= (int)sizeof(line))
@@ -309,25 +325,21 @@ static int64_t module_base(struct ftpad_module *m)
 	return i < 0 ? -1 : (int64_t)mods[i].base;
 }
 
-/* The id of the entry site of the function at ip: O(modules + log sites). */
-static int64_t site_id(uintptr_t ip)
+/* The id of site s (NULL: -1): O(modules) once its module has ids. */
+static int64_t id_of(const struct ftpad_site *s)
 {
-	struct ftpad_module *m = ftpad_module_of(ip);
-	size_t lo = 0, hi;
+	struct ftpad_module *m = s ? ftpad_module_of(ftpad_site_addr(s)) : NULL;
 	int64_t base;
 
 	if (!m || (base = module_base(m)) < 0)
 		return -1;
-	hi = m->nsites;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
+	return base + (s - m->sites);
+}
 
-		if (m->sites[mid].entry < ip)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < m->nsites && m->sites[lo].entry == ip ? base + (int64_t)lo : -1;
+/* The id of the entry site of the function at ip: O(modules + log sites). */
+static int64_t site_id(uintptr_t ip)
+{
+	return id_of(ftpad_site_by_entry(ip));
 }
 
 static void record_entry(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
@@ -346,21 +358,25 @@ static void record_entry(unsigned long ip, unsigned long parent_ip, struct ftpad
 	record_event(FTPAD_EVENT_ENTRY, (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs));
 }
 
-/*
- * EXIT EVENTS GO HERE.  Once struct ftpad_ops has its exit callback
- * (issue 14, "rt-exit"), add:
- *
- *   static void record_exit(unsigned long ip, ..., struct ftpad_regs *regs)
- *   {
- *	int64_t id = exit_site_id(site address);  // its exit site's id
- *	if (id >= 0)
- *		record_event(FTPAD_EVENT_EXIT or _TAIL_EXIT, id,
- *			     ftpad_regs_get_stack_pointer(regs));
- *   }
- *
- * set record_ops.exit_func = record_exit in record_start(), and write the
- * exit sites' lines (kind exit/tail-exit, flags "-") in write_site_lines().
- */
+/* An exit or tail exit, at the exit site the dispatch is running for. */
+static void record_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+			struct ftpad_regs *regs)
+{
+	const struct ftpad_site *s = ftpad_site_by_addr(ftpad_slot->exit_site);
+	int64_t id = id_of(s);
+
+	(void)ip, (void)parent_ip, (void)ops;
+	if (id < 0) {
+		struct rthread *t = self;
+
+		if (t)
+			t->lost++, t->dropped++;
+		return;
+	}
+	record_event(ftpad_site_kind(s) == FTPAD_SITE_KIND_TAIL_EXIT ? FTPAD_EVENT_TAIL_EXIT
+								     : FTPAD_EVENT_EXIT,
+		     (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs));
+}
 
 /* ---- the writer ---- */
 
@@ -745,6 +761,7 @@ void ftpad_record_start(void)
 	start_writer();
 	ftpad_load_symbols_eagerly();
 	record_ops.func = record_entry;
+	record_ops.exit_func = record_exit;
 	record_ops.flags = FTPAD_OPS_FL_RECURSION;
 	filter = getenv("FTPAD_RECORD_FILTER");
 	notrace = getenv("FTPAD_RECORD_NOTRACE");
