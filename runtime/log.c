@@ -62,9 +62,11 @@ const char *ftpad_strerror(int err)
 		return "the ops is already registered, or another FTPAD_OPS_FL_IPMODIFY ops "
 		       "redirects one of its functions";
 	case EAGAIN:
-		return "an aarch64 kernel-ABI pad (NOP NOP) needs its mov x9, x30 written while the "
-		       "process is single-threaded, or with FTPAD_STOP_THREADS=1 with every other "
-		       "thread stopped, and a thread did not stop";
+		return "a thread blocks the signal that patching needs: SIGTRAP on x86_64, for a "
+		       "site that cannot be written without int3; on aarch64, the stop signal for "
+		       "a kernel-ABI pad (NOP NOP), whose mov x9, x30 is written while the process "
+		       "is single-threaded or, with FTPAD_STOP_THREADS=1, with every other thread "
+		       "stopped";
 	case EDEADLK:
 		return "not allowed from inside a callback";
 	default:

@@ -39,6 +39,7 @@
 
 #include "ftpad_trace.h"
 #include "internal.h"
+#include "quiesce.h"
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 
@@ -455,8 +456,16 @@ static void start_writer(void)
 {
 	sigset_t all, old;
 
+	/* The program's signals are not the writer's; but the patch protocol
+	 * needs SIGTRAP (x86_64 int3) and the stop signal (aarch64 MOVs) to
+	 * reach every thread, or it refuses sites it cannot write without
+	 * them (exit sites may cross a cache line), and faults stay faults. */
+	const int open_signals[] = { SIGTRAP, FTPAD_STOP_SIGNAL, SIGSEGV, SIGBUS, SIGILL, SIGFPE };
+
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not its */
+	for (size_t i = 0; i < sizeof(open_signals) / sizeof(open_signals[0]); i++)
+		sigdelset(&all, open_signals[i]);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (pthread_create(&writer, NULL, writer_main, NULL))
 		ftpad_warn("ftpad: error: cannot start the trace writer; events are written at exit\n");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
