@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The `make demo` walk-through, one echoed command at a time:
-#   1. build examples/calc.c with the ftpad GCC plugin and link it with libftpad;
+#   1. build examples/calc.c with the ftpad GCC plugin, with exit sites, and
+#      link it with libftpad;
 #   2. show one padded function entry: the 8-byte ops slot and the 5-byte NOP;
-#   3. run calc under `ftpad record --text`, tracing the parser and the evaluator.
+#   3. record calc's parser and evaluator with `ftpad record`, then look at the
+#      trace: `ftpad replay` (the call tree), `ftpad report` (time per
+#      function) and `ftpad flame` (an SVG flame graph).
 #
 #   examples/demo.sh BUILD_DIR [OUT_DIR]
 #
 # BUILD_DIR is the CMake build tree that `make` fills.  The demo's own files
 # go to OUT_DIR, by default BUILD_DIR/examples.  Exits non-zero if any step
-# fails, or if the trace's summary line shows that no call was seen.
+# fails, or if the recording's summary line shows that no event was recorded.
 set -euo pipefail
 
 die() {
@@ -57,8 +60,8 @@ for tool in gcc nm objdump; do
   command -v "$tool" >/dev/null || die "$tool is not installed: scripts/install-deps.sh installs it"
 done
 
-step "1. Build calc with the ftpad plugin, and link it with libftpad"
-run gcc -O2 -g -fplugin="$plugin" -c examples/calc.c -o "$out/calc.o"
+step "1. Build calc with the ftpad plugin (exit=1: exit sites too), and link it with libftpad"
+run gcc -O2 -g -fplugin="$plugin" -fplugin-arg-ftpad-exit=1 -c examples/calc.c -o "$out/calc.o"
 run gcc -o "$out/calc" "$out/calc.o" -L"$build/runtime" -lftpad -Wl,-rpath,"$build/runtime" -lm
 
 step "2. A padded entry: parse_expr's ops slot and site"
@@ -74,15 +77,16 @@ run objdump -d --no-show-raw-insn \
   --stop-address="$(printf '%#x' $((0x$entry + 0x$size)))" "$out/calc" |
   sed -e '1,/^Disassembly/d' -e '/^$/d' | awk 'NR <= 6'
 
-step "3. Trace the parser and the evaluator of one run"
-trace=$out/trace.txt
-rm -f "$trace"
-run "$ftpad" record --text --filter 'parse_*,eval*' -o "$trace" -- \
-  "$out/calc" 'let x = 3' 'x * (2 + 4) - sqrt(16)'
-[[ -s $trace ]] || die "ftpad record wrote no trace to $trace"
-run cat "$trace"
-
-summary=$(tail -n 1 "$trace")
-re='^ftpad: ([0-9]+) sites found, ([0-9]+) sites enabled, ([0-9]+) calls seen$'
-[[ $summary =~ $re ]] || die "the trace does not end with ftpad's summary line"
-((BASH_REMATCH[3] > 0)) || die "ftpad saw no calls: the filter matched nothing, or no site was patched"
+step "3. Record the parser and the evaluator of one run, and look at the trace"
+trace=$out/calc.data
+summary=$(run "$ftpad" record --force -F 'parse_*' -F 'eval*' -o "$trace" -- \
+  "$out/calc" 'let x = 3' 'x * (2 + 4) - sqrt(16)' 2>&1 >&3) ||
+  die "ftpad record failed: $summary"
+printf '%s\n' "$summary"
+re='^ftpad: ([0-9]+) sites, ([0-9]+) enabled, ([0-9]+) events, ([0-9]+) dropped, ([0-9]+) bytes in '
+[[ $summary =~ $re ]] || die "ftpad record did not end with its summary line"
+((BASH_REMATCH[3] > 0)) || die "no events: the filter matched nothing, or no site was patched"
+run "$ftpad" replay "$trace"
+run "$ftpad" report "$trace"
+run "$ftpad" flame "$trace" -o "$out/calc.svg"
+echo "Open $out/calc.svg in a browser: click a frame to zoom, Ctrl-F to search."

@@ -10,6 +10,7 @@ which functions ran, how often, and who called them.  examples/demo.sh, what
 import collections
 import os
 import re
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -270,20 +271,31 @@ def test_trace_summary_is_consistent(traced, tmp_path):
 
 
 def test_demo_script(tmp_path):
-    """`make demo` (examples/demo.sh): every step succeeds, and it ends with
-    the trace's summary line, which shows calls."""
+    """`make demo` (examples/demo.sh): every step succeeds; the recording's
+    summary line shows events, and replay, report and flame show the
+    parser's calls with their exits."""
     for p in (ftpadtest.PLUGIN, ftpadtest.LIBFTPAD_SO, ftpadtest.FTPAD_BIN):
         if not p.exists():
             pytest.fail(f"{p} is missing: run `make` first")
     p = run([DEMO, ftpadtest.BUILD, tmp_path], check=False, cwd=tmp_path)
     assert p.returncode == 0, f"demo failed:\n{p.stdout}\n{p.stderr}"
     lines = p.stdout.splitlines()
-    assert re.fullmatch(r"ftpad: \d+ sites found, \d+ sites enabled, [1-9]\d* calls seen",
-                        lines[-1]), lines[-1]
-    assert f"+ gcc -O2 -g -fplugin={ftpadtest.PLUGIN} -c examples/calc.c -o {tmp_path}/calc.o" \
-        in lines
+    summary = [line for line in lines if line.startswith("ftpad: ")]
+    assert len(summary) == 1 and re.fullmatch(
+        rf"ftpad: \d+ sites, [1-9]\d* enabled, [1-9]\d* events, 0 dropped, \d+ bytes in "
+        rf"{tmp_path}/calc.data", summary[0]), summary
+    assert (f"+ gcc -O2 -g -fplugin={ftpadtest.PLUGIN} -fplugin-arg-ftpad-exit=1 "
+            f"-c examples/calc.c -o {tmp_path}/calc.o") in lines
     assert "x = 3" in lines and "14" in lines  # calc's own output
     assert any(re.fullmatch(r"\s+[0-9a-f]+:\s+nopl\s+0x0\(%rax,%rax,1\)", line)
                for line in lines), "no 5-byte NOP shown"
-    assert (tmp_path / "trace.txt").read_text().splitlines()[-1] == lines[-1]
-    assert any(re.fullmatch(r"calc-\d+ parse_expr <-\S+", line) for line in lines)
+    # replay: parse_expr's frame opens and closes (exit sites), nesting the parser.
+    assert any(re.fullmatch(r"\s+\[\s*\d+\] \| parse_expr\(\) \{", line) for line in lines)
+    assert any(re.fullmatch(r"\s*[\d.]+ us \[\s*\d+\] \| \} /\* parse_expr \*/", line)
+               for line in lines)
+    # report: a row per traced function, none of them entry-only.
+    assert any(re.fullmatch(r"(\s+[\d.]+ us){4}\s+4\s+parse_expr", line) for line in lines)
+    # flame: a frame of each traced function.
+    titles = {t.text.split(" (")[0] for t in ET.parse(tmp_path / "calc.svg").iter(
+        "{http://www.w3.org/2000/svg}title")}
+    assert {"parse_expr", "parse_term", "parse_unary", "eval"} <= titles, titles
