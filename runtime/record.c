@@ -767,7 +767,6 @@ void ftpad_record_start(void)
 	started = 1;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	atexit(record_end);
-	start_writer();
 	ftpad_load_symbols_eagerly();
 	record_ops.func = record_entry;
 	record_ops.exit_func = record_exit;
@@ -787,6 +786,10 @@ void ftpad_record_start(void)
 	}
 	register_modules();
 	take_early();
+	/* After the first patching: a thread being created has every signal
+	 * blocked for a moment, and a site patched through int3 would then be
+	 * refused. */
+	start_writer();
 }
 
 /* exechooks.c (libftpad.so only): before an exec, write every buffer, so
