@@ -10,6 +10,8 @@
  *   FTPAD_RECORD_SIZE=bytes     cap on the events' bytes; then dropped, counted
  *   FTPAD_RECORD_CHUNK=n        events per chunk (default 4096: 64 KiB)
  *   FTPAD_RECORD_CHUNKS=n       chunks in the pool (default 64)
+ *   FTPAD_RECORD_DEPTH=n        only frames up to depth n per thread
+ *   FTPAD_RECORD_TIME_FILTER=ns drop calls shorter than ns, childless ones
  *   FTPAD_EARLY=1               also the calls before main (early.c)
  *   FTPAD_RECORD_IMAGE=pid.n    set by the recorder itself: the image this
  *                               process writes, so an exec'ed program
@@ -59,6 +61,8 @@ struct rthread {
 	struct chunk *cur;
 	uint64_t lost;        /* dropped since its last LOST event */
 	uint64_t events, dropped;
+	uint32_t depth;       /* frames open, as --depth counts them */
+	uint32_t *open_sp;    /* --depth: sp of the open frames 1..max_depth */
 	int busy;             /* in record_event(): a signal handler's events drop */
 	int fd;               /* its events file, opened by the writer */
 	pid_t tid;
@@ -83,6 +87,10 @@ static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t writer;
 static pthread_key_t thread_key;
 static TLS struct rthread *self;
+
+/* --depth (0: every depth) and --time-filter (0: every call, else ticks). */
+static uint32_t max_depth;
+static uint64_t min_ticks;
 
 /* Site ids: each module's sites get a run of ids when first met. */
 #define MAX_MODULES 1024
@@ -185,6 +193,8 @@ static struct rthread *thread_start(void)
 
 	if (!t)
 		return NULL;
+	if (max_depth && !(t->open_sp = ftpad_alloc(max_depth * sizeof(t->open_sp[0]))))
+		return NULL;
 	t->fd = -1;
 	t->tid = gettid();
 	prctl(PR_GET_NAME, t->comm);
@@ -213,10 +223,111 @@ static bool make_room(struct rthread *t)
 }
 
 /*
- * One event on the calling thread.  Both the entry and (once struct
- * ftpad_ops has one) the exit callback come here, as do signal brackets.
+ * --depth: t->depth counts the thread's open frames; only entries and
+ * exits of frames at depth <= max_depth are written.  Frames left without
+ * an exit (longjmp, exceptions, functions with entries only) are closed by
+ * the stack-pointer rule the reader uses (docs/format.md "How a reader
+ * builds the call tree"): a frame is gone once an entry comes at or above
+ * its sp, or an exit above it.  Only the sps of frames up to max_depth are
+ * kept, so frames left below that are found when the stack comes back up
+ * to a kept one: until then the count is high, and fewer frames are
+ * written, never more.
  */
-static void record_event(unsigned kind, uint32_t site, uint32_t sp)
+static bool frame_gone(uint32_t frame_sp, uint32_t sp, bool at_too)
+{
+	int32_t above = (int32_t)(sp - frame_sp); /* > 0: sp is above the frame */
+
+	return above > 0 || (at_too && above == 0);
+}
+
+static void close_left_frames(struct rthread *t, uint32_t sp, bool at_too)
+{
+	uint32_t known = t->depth < max_depth ? t->depth : max_depth, k = known;
+
+	while (k && frame_gone(t->open_sp[k - 1], sp, at_too))
+		k--;
+	if (k < known)
+		t->depth = k;
+}
+
+/* An entry's frame is counted, and its sp kept when it is at most
+ * max_depth deep.  A function with entries only never exits, so its frame
+ * is counted only where its sp is kept: there the sp rule closes it. */
+static bool depth_keeps_entry(struct rthread *t, uint32_t sp, bool entries_only)
+{
+	close_left_frames(t, sp, true);
+	if (t->depth >= max_depth) {
+		t->depth += !entries_only;
+		return false;
+	}
+	t->open_sp[t->depth++] = sp;
+	return true;
+}
+
+static bool depth_keeps_exit(struct rthread *t, uint32_t sp)
+{
+	uint32_t known;
+
+	close_left_frames(t, sp, false);
+	known = t->depth < max_depth ? t->depth : max_depth;
+	/* The exit of the deepest kept frame: frames counted below it are
+	 * gone (a frame below it always has a lower sp). */
+	if (known && t->open_sp[known - 1] == sp) {
+		t->depth = known - 1;
+		return true;
+	}
+	if (t->depth > max_depth) {
+		t->depth--;
+		return false;
+	}
+	/* An exit whose entry came before the recorder started: written, and
+	 * the count is left alone. */
+	return true;
+}
+
+/*
+ * --time-filter, as uftrace does it: an exit within min_ticks of its entry,
+ * while that entry is still the chunk's last event (so the call had no
+ * event written inside it), takes the entry back and writes nothing.  A
+ * call with kept children, or whose entry went to the writer with a full
+ * chunk, is kept.  The entry is known by its sp: events after it inside
+ * the call all have lower sps.
+ */
+static bool took_entry_back(struct rthread *t, uint32_t sp)
+{
+	struct chunk *c = t->cur;
+	const struct ftpad_event *last;
+
+	if (!c || !c->n)
+		return false;
+	last = &c->ev[c->n - 1];
+	if (ftpad_event_kind(last) != FTPAD_EVENT_ENTRY || last->sp != sp ||
+	    ftpad_trace_clock() - last->time >= min_ticks)
+		return false;
+	c->n--;
+	t->events--;
+	return true;
+}
+
+/* Whether --depth and --time-filter keep this event; entries_only: a
+ * function without exit sites, whose entries both options keep. */
+static bool filters_keep(struct rthread *t, unsigned kind, uint32_t sp, bool entries_only)
+{
+	bool is_exit = kind == FTPAD_EVENT_EXIT || kind == FTPAD_EVENT_TAIL_EXIT;
+
+	if (max_depth && kind == FTPAD_EVENT_ENTRY && !depth_keeps_entry(t, sp, entries_only) &&
+	    !entries_only)
+		return false;
+	if (max_depth && is_exit && !depth_keeps_exit(t, sp))
+		return false;
+	return !(min_ticks && is_exit && took_entry_back(t, sp));
+}
+
+/*
+ * One event on the calling thread: the entry and exit callbacks come
+ * here, as do signal brackets.
+ */
+static void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries_only)
 {
 	struct rthread *t = self;
 	struct chunk *c;
@@ -233,9 +344,10 @@ static void record_event(unsigned kind, uint32_t site, uint32_t sp)
 		return;
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	c = t->cur;
-	if (__builtin_expect(!c || c->n >= chunk_events - 1, 0) &&
-	    (!make_room(t) || !(c = t->cur))) {
+	if ((max_depth || min_ticks) && !filters_keep(t, kind, sp, entries_only)) {
+		/* filtered out: neither written nor dropped */
+	} else if (c = t->cur, __builtin_expect(!c || c->n >= chunk_events - 1, 0) &&
+				    (!make_room(t) || !(c = t->cur))) {
 		t->lost++, t->dropped++;
 	} else {
 		c->ev[c->n++] = (struct ftpad_event){ ftpad_trace_clock(), ftpad_event_what(kind, site), sp };
@@ -337,16 +449,11 @@ static int64_t id_of(const struct ftpad_site *s)
 	return base + (s - m->sites);
 }
 
-/* The id of the entry site of the function at ip: O(modules + log sites). */
-static int64_t site_id(uintptr_t ip)
-{
-	return id_of(ftpad_site_by_entry(ip));
-}
-
 static void record_entry(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
 			 struct ftpad_regs *regs)
 {
-	int64_t id = site_id(ip);
+	const struct ftpad_site *s = ftpad_site_by_entry(ip);
+	int64_t id = id_of(s);
 
 	(void)parent_ip, (void)ops;
 	if (id < 0) {
@@ -356,7 +463,8 @@ static void record_entry(unsigned long ip, unsigned long parent_ip, struct ftpad
 			t->lost++, t->dropped++;
 		return;
 	}
-	record_event(FTPAD_EVENT_ENTRY, (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs));
+	record_event(FTPAD_EVENT_ENTRY, (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs),
+		     ftpad_site_entries_only(s));
 }
 
 /* An exit or tail exit, at the exit site the dispatch is running for. */
@@ -376,7 +484,7 @@ static void record_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_
 	}
 	record_event(ftpad_site_kind(s) == FTPAD_SITE_KIND_TAIL_EXIT ? FTPAD_EVENT_TAIL_EXIT
 								     : FTPAD_EVENT_EXIT,
-		     (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs));
+		     (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs), false);
 }
 
 /* ---- the writer ---- */
@@ -611,9 +719,21 @@ __attribute__((destructor(101))) static void record_stop(void)
 	record_end();
 }
 
+/* --depth in a forked child: the forking thread's frames are still open. */
+static void keep_depth(const struct rthread *forker)
+{
+	struct rthread *t;
+
+	if (!max_depth || !forker || !(t = thread_start()))
+		return;
+	t->depth = forker->depth;
+	memcpy(t->open_sp, forker->open_sp, max_depth * sizeof(t->open_sp[0]));
+}
+
 static void after_fork_child(void)
 {
 	char parent[sizeof(image)];
+	struct rthread *forker = self;
 
 	if (!started || ended)
 		return;
@@ -637,6 +757,7 @@ static void after_fork_child(void)
 	copy_sites(parent);
 	clock_sync();
 	start_writer();
+	keep_depth(forker);
 }
 
 /* The image this process writes: after an exec of a recorded one, the next. */
@@ -673,6 +794,43 @@ static size_t env_size(const char *name, size_t def, size_t min)
 		return def;
 	}
 	return n;
+}
+
+/* Clock ticks per nanosecond: CNTFRQ_EL0 says it on aarch64; the TSC is
+ * timed against CLOCK_MONOTONIC for 2 ms (only with --time-filter). */
+static double ticks_per_ns(void)
+{
+#if defined(__aarch64__)
+	uint64_t hz;
+
+	__asm__ volatile("mrs %0, cntfrq_el0" : "=r"(hz));
+	return hz / 1e9;
+#else
+	struct timespec a, b;
+	uint64_t t0, t1;
+	int64_t ns;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	t0 = ftpad_trace_clock();
+	do {
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		ns = (b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec);
+	} while (ns < 2000000);
+	t1 = ftpad_trace_clock();
+	return (double)(t1 - t0) / ns;
+#endif
+}
+
+static void set_filters(void)
+{
+	size_t ns;
+
+	max_depth = env_size("FTPAD_RECORD_DEPTH", 0, 1);
+	if (max_depth > 1u << 20)
+		max_depth = 1u << 20;
+	ns = env_size("FTPAD_RECORD_TIME_FILTER", 0, 1);
+	if (ns && !(min_ticks = (uint64_t)(ns * ticks_per_ns())))
+		min_ticks = 1;
 }
 
 static bool set_pool(void)
@@ -714,7 +872,7 @@ static void take_early(void)
 		return;
 	t->lost += dropped, t->dropped += dropped;
 	for (size_t i = 0; i < n; i++) {
-		int64_t id = e[i].tid == me ? site_id(e[i].ip) : -1;
+		int64_t id = e[i].tid == me ? id_of(ftpad_site_by_entry(e[i].ip)) : -1;
 
 		if (id < 0 || ((!t->cur || t->cur->n >= chunk_events - 1) && !make_room(t))) {
 			t->lost++, t->dropped++;
@@ -752,6 +910,7 @@ void ftpad_record_start(void)
 	}
 	strcpy(dir, env);
 	name_image(&how, from, sizeof(from));
+	set_filters();
 	if (pthread_key_create(&thread_key, forget_thread_at_exit) || !set_pool() ||
 	    make_image(how, from))
 		return;
@@ -812,5 +971,5 @@ bool ftpad_record_active(void)
 void ftpad_record_signal(unsigned kind, int sig, uintptr_t sp)
 {
 	if (started)
-		record_event(kind, (uint32_t)sig, (uint32_t)sp);
+		record_event(kind, (uint32_t)sig, (uint32_t)sp, false);
 }

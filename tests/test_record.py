@@ -243,8 +243,6 @@ def test_overflow_counts_every_dropped_event(prog, tmp_path, opts, env, monkeypa
     (["-N", "a,b", "true"], "record: option '-N' takes one glob"),
     (["--size", "0", "true"], "record: --size takes a number of MB >= 1, not '0'"),
     (["--size", "3x", "true"], "record: --size takes a number of MB >= 1, not '3x'"),
-    (["--depth", "3", "true"], "record: option '--depth' needs exit events"),
-    (["--time-filter", "1us", "true"], "record: option '--time-filter' needs exit events"),
     (["-o", "", "true"], "record: option '-o' needs a directory name"),
     (["--bogus", "true"], "record: unknown option '--bogus'"),
     (["--"], "record: missing PROG"),

@@ -60,8 +60,10 @@ static const char usage_text[] =
 	"        DIR only with --force, replaced once the new one is complete), then\n"
 	"        print one summary line.  -F/-N: record only/never functions matching\n"
 	"        GLOB; --size MB: cap the events' bytes (then dropped, counted);\n"
-	"        --early: from before main.  --depth and --time-filter need exit\n"
-	"        sites, which this build does not use yet: rejected.\n"
+	"        --early: from before main.  --depth N: only frames up to depth N\n"
+	"        of each thread; --time-filter DUR (500ns, 10us, 1ms): drop calls\n"
+	"        shorter than DUR with no recorded call inside.  Functions without\n"
+	"        exit sites (entries only) are kept by both.\n"
 	"record --text  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
 	"        functions: one line '<comm>-<tid> <function> <-<caller>' per call,\n"
 	"        then 'ftpad: N sites found, M sites enabled, K calls seen' at exit.\n"
@@ -221,7 +223,7 @@ static int cmd_record(int argc, char **argv)
 struct trace_opts {
 	char filter[4096], notrace[4096]; /* comma-joined -F, -N */
 	const char *dir;
-	unsigned long long size_mb;
+	unsigned long long size_mb, depth, time_filter_ns;
 	bool early, force;
 	char **argv;
 };
@@ -236,6 +238,28 @@ static int add_glob(char *list, size_t size, const char *opt, const char *glob)
 		return usage_error("record: too many globs for '%s'", opt);
 	snprintf(list + len, size - len, "%s%s", len ? "," : "", glob);
 	return 0;
+}
+
+/* "500ns", "10us", "1.5ms", "2s" (a bare number: ns) -> ns >= 1. */
+static int parse_duration(const char *text, unsigned long long *ns)
+{
+	static const struct { const char *unit; double ns; } units[] = {
+		{ "", 1 }, { "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 },
+	};
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(text, &end);
+	if (errno || end == text || !(v > 0))
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (!strcmp(end, units[i].unit) && v * units[i].ns >= 1 && v * units[i].ns < 1e18) {
+			*ns = (unsigned long long)(v * units[i].ns);
+			return 0;
+		}
+	}
+	return -1;
 }
 
 static int parse_trace(int argc, char **argv, struct trace_opts *o)
@@ -266,9 +290,17 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 				return err;
 			break;
 		case 'd':
+			errno = 0;
+			o->depth = strtoull(optarg, &end, 10);
+			if (errno || !*optarg || *end || !o->depth || o->depth > (1u << 20))
+				return usage_error("record: --depth takes a depth from 1 to 1048576, "
+						   "not '%s'", optarg);
+			break;
 		case 't':
-			return usage_error("record: option '%s' needs exit events, which this "
-					   "libftpad does not record yet", argv[optind - 2]);
+			if (parse_duration(optarg, &o->time_filter_ns))
+				return usage_error("record: --time-filter takes a duration such as "
+						   "500ns, 10us, 1ms or 2s, not '%s'", optarg);
+			break;
 		case 'e':
 			o->early = true;
 			break;
@@ -396,17 +428,22 @@ static int write_info_head(const char *tmp, char **argv)
 /* PROG run with the recorder on: its wait status, or -1; *pidp: its pid. */
 static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, pid_t *pidp)
 {
-	char size[32];
+	char size[32], depth[32], time_filter[32];
 	pid_t pid;
 	int status;
 
 	snprintf(size, sizeof(size), "%llu", o->size_mb << 20);
+	snprintf(depth, sizeof(depth), "%llu", o->depth);
+	snprintf(time_filter, sizeof(time_filter), "%llu", o->time_filter_ns);
 	if (setenv("FTPAD_RECORD", tmp, 1) || unsetenv("FTPAD_RECORD_IMAGE") ||
 	    (*o->filter ? setenv("FTPAD_RECORD_FILTER", o->filter, 1)
 			: unsetenv("FTPAD_RECORD_FILTER")) ||
 	    (*o->notrace ? setenv("FTPAD_RECORD_NOTRACE", o->notrace, 1)
 			 : unsetenv("FTPAD_RECORD_NOTRACE")) ||
 	    (o->size_mb ? setenv("FTPAD_RECORD_SIZE", size, 1) : unsetenv("FTPAD_RECORD_SIZE")) ||
+	    (o->depth ? setenv("FTPAD_RECORD_DEPTH", depth, 1) : unsetenv("FTPAD_RECORD_DEPTH")) ||
+	    (o->time_filter_ns ? setenv("FTPAD_RECORD_TIME_FILTER", time_filter, 1)
+			       : unsetenv("FTPAD_RECORD_TIME_FILTER")) ||
 	    (o->early && setenv("FTPAD_EARLY", "1", 1)) || unsetenv("FTPAD_FILTER") ||
 	    set_preload(lib)) {
 		fprintf(stderr, "ftpad: error: cannot set the environment: %s\n", strerror(errno));
