@@ -8,10 +8,12 @@ Each tool records the same program twice, with N and 2N calls; the
 difference of the two wall times, less the same difference unrecorded,
 over N, is the added cost of one recorded call (start-up, symbol loading
 and the final flush cancel out).  Rounds are interleaved in shuffled order
-and the fastest of each is kept: the host is shared.  ftpad records
-entries only for now (no exit sites yet), through the generic callback
-path; uftrace and XRay record an entry and an exit per call.  Nothing here
-asserts on time."""
+and the fastest of each is kept: the host is shared.  ftpad's graph row
+records an entry and an exit per call (a build with exit=1), as uftrace and
+XRay do; its entries-only row (a build without exit sites) records one
+event per call.  Both go through the generic callback path.  Bytes per
+event: the trace's growth from N to 2N calls, over the N or 2N events the
+extra calls made.  Nothing here asserts on time."""
 import argparse
 import os
 import pathlib
@@ -38,6 +40,12 @@ int main(int argc, char **argv)
 """
 
 
+GRAPH = "ftpad record (graph)"
+ENTRIES = "ftpad record (entries)"
+# Events per call: the entries-only row writes one, the others two.
+EVENTS_PER_CALL = {GRAPH: 2, ENTRIES: 1, "uftrace record (-pg)": 2, "XRay FDR": 2}
+
+
 def sh(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True,
                           **kw)
@@ -50,10 +58,12 @@ def build(build_dir, out):
     plugin = build_dir / "gcc-plugin" / "ftpad.so"
     sh(["gcc", "-O2", "-o", out / "plain", src])
     tools["plain"] = lambda n, d: [out / "plain", n]
-    sh(["gcc", "-O2", f"-fplugin={plugin}", "-o", out / "ftpad", src])
     ftpad = build_dir / "bin" / "ftpad"
-    tools["ftpad record (entries)"] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--",
-                                                     out / "ftpad", n]
+    sh(["gcc", "-O2", f"-fplugin={plugin}", "-fplugin-arg-ftpad-exit=1", "-o", out / "graph",
+        src])
+    tools[GRAPH] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", out / "graph", n]
+    sh(["gcc", "-O2", f"-fplugin={plugin}", "-o", out / "ftpad", src])
+    tools[ENTRIES] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", out / "ftpad", n]
     if shutil.which("uftrace"):
         sh(["gcc", "-O2", "-pg", "-o", out / "pg", src])
         tools["uftrace record (-pg)"] = lambda n, d: ["uftrace", "record", "-d", d,
@@ -78,6 +88,13 @@ def time_run(cmd, tmp):
     return time.perf_counter() - t0
 
 
+def trace_bytes(tmp):
+    """Bytes the last run wrote: its trace directory or XRay's logs."""
+    files = [f for f in (tmp / "trace").rglob("*") if f.is_file()]
+    files += list(tmp.glob("xray-log.*"))
+    return sum(f.stat().st_size for f in files)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.environ.get("FTPAD_BUILD", ROOT / "build"),
@@ -89,6 +106,7 @@ def main():
         tmp = pathlib.Path(tmpname)
         tools = build(args.build.resolve(), tmp)
         best = {(name, k): float("inf") for name in tools for k in (1, 2)}
+        size = {}
         for _ in range(args.rounds):
             order = [(name, k) for name in tools for k in (1, 2)]
             random.shuffle(order)
@@ -99,19 +117,27 @@ def main():
                     f.unlink()
                 cmd = tools[name](args.calls * k, d)
                 best[name, k] = min(best[name, k], time_run(cmd, tmp))
+                size[name, k] = trace_bytes(tmp)
         n = args.calls
         added = {}
         plain = (best["plain", 2] - best["plain", 1]) / n * 1e9
-        print(f"{'tool':28} {'ns/call':>8} {'added ns':>9}")
+        print(f"{'tool':28} {'ns/call':>8} {'added ns':>9} {'bytes/event':>12}")
         for name in tools:
             per = (best[name, 2] - best[name, 1]) / n * 1e9
             added[name] = per - plain
-            print(f"{name:28} {per:8.1f} {added[name]:9.1f}")
-        ours = added["ftpad record (entries)"]
-        for peer in ("uftrace record (-pg)", "XRay FDR"):
-            if peer in added and added[peer] > 0:
-                print(f"ftpad record / {peer}: {ours / added[peer]:.2f}x "
-                      f"(ftpad: entries only; {peer}: entry + exit)")
+            row = f"{name:28} {per:8.1f} {added[name]:9.1f}"
+            if name in EVENTS_PER_CALL:
+                grown = size[name, 2] - size[name, 1]
+                # XRay FDR writes only on __xray_log_flushLog(), never called here
+                row += (f" {grown / (n * EVENTS_PER_CALL[name]):12.1f}" if grown
+                        else f" {'not written':>12}")
+            print(row)
+        for ours in (GRAPH, ENTRIES):
+            for peer in ("uftrace record (-pg)", "XRay FDR"):
+                if ours in added and peer in added and added[peer] > 0:
+                    print(f"{ours} / {peer}: {added[ours] / added[peer]:.2f}x "
+                          f"({'entry + exit' if ours == GRAPH else 'entries only'}; "
+                          f"{peer}: entry + exit)")
 
 
 if __name__ == "__main__":
