@@ -64,13 +64,16 @@ int main(int argc, char **argv)
 
 
 def record(work):
+    """words.c built with the GCC plugin and exit=1, recorded with `ftpad
+    record`: the trace directory."""
     (work / "words.c").write_text(PROGRAM)
     subprocess.run(["gcc", "-O2", f"-fplugin={BUILD / 'gcc-plugin' / 'ftpad.so'}",
-                    work / "words.c", "-o", work / "words"], check=True)
-    subprocess.run([BUILD / "bin" / "ftpad", "record", "-o", work / "calls.txt", "--",
-                    work / "words"], check=True, stdout=subprocess.DEVNULL)
-    # LEAD: `ftpad dump --folded/--chrome` of the trace directory, when it lands.
-    return browser.calls_of_text_record((work / "calls.txt").read_text())
+                    "-fplugin-arg-ftpad-exit=1", work / "words.c", "-o", work / "words"],
+                   check=True)
+    trace = work / "words.data"
+    subprocess.run([BUILD / "bin" / "ftpad", "record", "-o", trace, "--", work / "words"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return trace
 
 
 def save(png, path):
@@ -78,10 +81,9 @@ def save(png, path):
     print(f"{path}: {len(png)} bytes")
 
 
-def flame_pictures(c, work, calls, out):
-    (work / "words.folded").write_text(browser.folded_of(calls))
+def flame_pictures(c, work, trace, out):
     svg = work / "words.svg"
-    subprocess.run([BUILD / "bin" / "ftpad", "flame", "--folded", work / "words.folded",
+    subprocess.run([BUILD / "bin" / "ftpad", "flame", trace,
                     "--width", str(WIDTH), "--title", "words: a recorded run", "-o", svg],
                    check=True)
     c.open(svg.as_uri())
@@ -92,10 +94,11 @@ def flame_pictures(c, work, calls, out):
     save(c.screenshot(WIDTH, height), out / "flame-zoomed.png")
 
 
-def speedscope_picture(c, work, calls, out):
+def speedscope_picture(c, work, trace, out):
     site = work / "site"
     shutil.copytree(browser.speedscope_dir(), site)
-    (site / "words.json").write_text(browser.chrome_json(calls))
+    subprocess.run([BUILD / "bin" / "ftpad", "dump", "--chrome", "-o", site / "words.json",
+                    trace], check=True)
     with browser.serve(site) as url:
         c.open(f"{url}/index.html#profileURL={url}/words.json")
         c.wait_for("document.title.includes('words.json') && !!document.querySelector('canvas')")
@@ -108,9 +111,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ftpad-pictures-") as tmp, \
             browser.Chromium(WIDTH, 600) as c:
         work = pathlib.Path(tmp)
-        calls = record(work)
-        flame_pictures(c, work, calls, out)
-        speedscope_picture(c, work, calls, out)
+        trace = record(work)
+        flame_pictures(c, work, trace, out)
+        speedscope_picture(c, work, trace, out)
 
 
 if __name__ == "__main__":

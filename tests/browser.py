@@ -13,7 +13,6 @@ import http.server
 import json
 import os
 import pathlib
-import re
 import shutil
 import signal
 import struct
@@ -280,63 +279,3 @@ def serve(directory):
     finally:
         server.shutdown()
         server.server_close()
-
-
-# A trace to show until the trace directory and `ftpad dump` exist.
-# LEAD: once `ftpad dump --chrome DIR` and `--folded DIR` land, the tests and
-# scripts/doc-pictures.py take their output instead of these three.
-
-def calls_of_text_record(text):
-    """The call tree, as nested [name, children] lists, of what today's
-    `ftpad record` writes: one "<comm>-<tid> <function> <-<caller>" line per
-    entry, no exits and no times.  A call nests under the innermost open
-    call of its caller; that is exact for programs that call their padded
-    functions directly (no callbacks through unpadded code)."""
-    root = ["<root>", []]
-    stack = [root]
-    for line in text.splitlines():
-        m = re.fullmatch(r"\S+-\d+ (\S+) <-(\S+)", line)
-        if not m:
-            continue
-        name, caller = m.groups()
-        while len(stack) > 1 and stack[-1][0] != caller:
-            stack.pop()
-        node = [name, []]
-        stack[-1][1].append(node)
-        stack.append(node)
-    return root[1]
-
-
-def _walk(calls):
-    """(event, name, path) for each call's entry ("B") and exit ("E")."""
-    todo = [("B", node, ()) for node in reversed(calls)]
-    while todo:
-        kind, node, path = todo.pop()
-        if kind == "E":
-            yield "E", node[0], path
-            continue
-        path = path + (node[0],)
-        yield "B", node[0], path
-        todo.append(("E", node, path))
-        todo.extend(("B", kid, path) for kid in reversed(node[1]))
-
-
-def chrome_json(calls, self_us=1.0):
-    """Trace Event JSON (B/E pairs on one thread), each call given SELF_US
-    of its own time: the text recorder has no times."""
-    events, clock = [], 0.0
-    for kind, name, _ in _walk(calls):
-        events.append({"name": name, "ph": kind, "ts": round(clock, 3), "pid": 1, "tid": 1})
-        if kind == "B":
-            clock += self_us
-    return json.dumps({"traceEvents": events, "displayTimeUnit": "ns"})
-
-
-def folded_of(calls, self_ns=1000):
-    """Folded stacks, each call given SELF_NS of its own time."""
-    lines = {}
-    for kind, _, path in _walk(calls):
-        if kind == "B":
-            key = ";".join(path)
-            lines[key] = lines.get(key, 0) + self_ns
-    return "".join(f"{k} {v}\n" for k, v in sorted(lines.items()))

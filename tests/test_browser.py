@@ -8,6 +8,7 @@ with exactly the frames its folded input implies.  A Chrome Trace Event
 JSON of a real program run opens in speedscope (npm, pinned, cached outside
 the clone), whose screenshot is not blank and whose sandwich table lists
 the recorded functions."""
+import collections
 import contextlib
 import json
 import os
@@ -288,33 +289,49 @@ int main(void)
 FUNCTIONS = {"main", "parse_input", "sum_squares", "leaf_square"}
 
 
-def recorded_calls(plugin, tmp_path):
-    """The call tree of a real run of PROGRAM under `ftpad record`, as
-    nested [name, children] lists.
+class Recorded:
+    """A real run of PROGRAM, built with the GCC plugin and exit=1 and
+    recorded with `ftpad record` into a trace directory, and what `ftpad
+    dump --folded` and `--chrome` make of it."""
 
-    LEAD: this reads the text recorder of today (no exits, no times; see
-    browser.calls_of_text_record).  When `ftpad record` writes a trace
-    directory, replace recorded_calls(), browser.chrome_json() and
-    browser.folded_of() by `ftpad dump --chrome DIR` and `ftpad dump
-    --folded DIR` of the recorded run."""
-    (tmp_path / "prog.c").write_text(PROGRAM)
-    run(["gcc", "-O2", f"-fplugin={plugin}", tmp_path / "prog.c", "-o", tmp_path / "prog"])
-    p = run([FTPAD_BIN, "record", "-o", tmp_path / "calls.txt", "--", tmp_path / "prog"])
-    assert p.stdout == "9570\n"
-    return browser.calls_of_text_record((tmp_path / "calls.txt").read_text())
+    def __init__(self, plugin, tmp_path):
+        (tmp_path / "prog.c").write_text(PROGRAM)
+        run(["gcc", "-O2", f"-fplugin={plugin}", "-fplugin-arg-ftpad-exit=1",
+             tmp_path / "prog.c", "-o", tmp_path / "prog"])
+        self.dir = tmp_path / "trace"
+        p = run([FTPAD_BIN, "record", "-o", self.dir, "--", tmp_path / "prog"])
+        assert p.stdout == "9570\n" and " 0 dropped" in p.stderr, p.stderr
+        self.folded = run([FTPAD_BIN, "dump", "--folded", self.dir]).stdout
+        self.chrome = run([FTPAD_BIN, "dump", "--chrome", self.dir]).stdout
 
 
 @pytest.fixture(scope="module")
 def recorded(plugin, libftpad, tmp_path_factory):
-    return recorded_calls(plugin, tmp_path_factory.mktemp("recorded"))
+    return Recorded(plugin, tmp_path_factory.mktemp("recorded"))
+
+
+def inclusive_times(folded):
+    """{(name, depth): ns} of each frame, summed from folded stacks, with
+    "all" at depth 0 (every name in PROGRAM sits at one depth only)."""
+    times = collections.Counter()
+    for line in folded.splitlines():
+        path, ns = line.rsplit(" ", 1)
+        times["all", 0] += int(ns)
+        for depth, name in enumerate(path.split(";"), 1):
+            times[name, depth] += int(ns)
+    return times
 
 
 def test_recorded_run_draws_as_a_flame_graph(recorded, chromium, tmp_path):
-    svg = flame(tmp_path, browser.folded_of(recorded), "run")
-    names = {g.get("data-name") for g in svg_frames(svg)}
-    assert names == FUNCTIONS | {"all"}
-    leaf = [g for g in svg_frames(svg) if g.get("data-name") == "leaf_square"]
-    assert sum(int(g.get("data-t")) for g in leaf) == 45 * 1000  # 30 + 15 calls
+    svg = tmp_path / "run.svg"
+    run([FTPAD_BIN, "flame", recorded.dir, "-o", svg])
+    frames = {(g.get("data-name"), int(g.get("data-d"))): int(g.get("data-t"))
+              for g in svg_frames(svg)}
+    assert {name for name, _ in frames} == FUNCTIONS | {"all"}
+    assert frames == inclusive_times(recorded.folded)
+    events = json.loads(recorded.chrome)["traceEvents"]
+    leaf = [e for e in events if e["name"] == "leaf_square" and e["ph"] == "B"]
+    assert len(leaf) == 45  # 30 + 15 calls
     open_svg(chromium, svg)
     assert chromium.eval("ftpadZoom('sum_squares')")
     assert frame_state(chromium)["sum_squares"][0] == pytest.approx(SPAN, abs=0.01)
@@ -331,7 +348,7 @@ def speedscope():
 def test_speedscope_shows_the_recorded_functions(recorded, speedscope, chromium, tmp_path):
     site = tmp_path / "site"
     shutil.copytree(speedscope, site)
-    (site / "trace.json").write_text(browser.chrome_json(recorded))
+    (site / "trace.json").write_text(recorded.chrome)
     with browser.serve(site) as url:
         chromium.open(f"{url}/index.html#profileURL={url}/trace.json")
         assert chromium.wait_for("!!document.querySelector('canvas') && "
