@@ -4,10 +4,12 @@ program built with the GCC plugin and exit=1 (tests/src/record/filters.c)
 whose calls have known depths and known durations (slow ones spin for 30 ms,
 the others return at once), recorded and read back event by event.  The
 assertions are on which calls are kept, never on times."""
+import os
+
 import pytest
 
 from ftpadtest import FTPAD_BIN, PLUGIN, run
-from test_record import SRC, Trace
+from test_record import A64_LIB, A64_PLUGIN, SRC, Trace
 
 # main's events, unfiltered: (kind, function, depth), main at depth 1.
 # Entries-only functions (noexit_leaf, from an object built without exit=1)
@@ -99,3 +101,28 @@ def test_bad_filter_arguments(args, message, tmp_path):
         return
     assert p.returncode == 2 and p.stderr.startswith(f"ftpad: error: {message}"), p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_depth_on_aarch64_under_qemu(tmp_path):
+    """The same program, statically linked with the aarch64 libftpad.a and
+    run under qemu with FTPAD_RECORD_DEPTH (what `ftpad record --depth`
+    sets): the sp rule with aarch64's stack pointers.  (--time-filter is
+    not checked here: qemu's first run of each block of code is slow.)"""
+    if not A64_PLUGIN.exists() or not A64_LIB.exists():
+        pytest.fail(f"{A64_PLUGIN} or {A64_LIB} is missing: run `make` first")
+    cc = ["aarch64-linux-gnu-gcc-12", "-O2", "-fno-optimize-sibling-calls",
+          f"-fplugin={A64_PLUGIN}"]
+    run([*cc, "-fplugin-arg-ftpad-exit=1", "-c", "-o", tmp_path / "f.o", SRC / "filters.c"])
+    run([*cc, "-c", "-o", tmp_path / "n.o", SRC / "filters_noexit.c"])
+    exe = tmp_path / "filters"
+    run(["aarch64-linux-gnu-gcc-12", "-static", "-o", exe, tmp_path / "f.o", tmp_path / "n.o",
+         "-Wl,--undefined=ftpad_register_ops", A64_LIB, "-lpthread"])
+    for depth in (2, 3):
+        out = tmp_path / f"trace{depth}"
+        out.mkdir()
+        p = run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", exe],
+                env={**os.environ, "FTPAD_RECORD": str(out), "FTPAD_RECORD_DEPTH": str(depth)})
+        assert p.stdout == "done\n"
+        [image] = Trace(out, arch=2).images.values()
+        [events] = image.threads.values()
+        assert [(k, image.sites[s][3]) for _, k, s, _ in events] == kept(depth=depth)
