@@ -594,6 +594,22 @@ static void append_file(const char *name, const char *text)
 	close(fd);
 }
 
+/* info begins with format=: written by `ftpad record`, or here when the
+ * program was started with FTPAD_RECORD alone (a static aarch64 program
+ * under qemu, say), so that the viewers read that directory too. */
+static void create_info(void)
+{
+	char path[PATH_MAX + 96];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/info", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return; /* there already, or the appends below will say nothing either */
+	write_all(fd, "format=1\n", 9);
+	close(fd);
+}
+
 static void append_image(const char *text)
 {
 	char name[96];
@@ -914,6 +930,8 @@ void ftpad_record_start(void)
 	if (pthread_key_create(&thread_key, forget_thread_at_exit) || !set_pool() ||
 	    make_image(how, from))
 		return;
+	if (!how)
+		create_info();
 	if (!how)
 		append_file("info",
 #if defined(__x86_64__)

@@ -305,3 +305,8 @@ def test_aarch64_under_qemu(tmp_path):
     [image] = trace.images.values()
     calls = image.calls()
     assert (calls["leaf"], calls["mid"]) == (own["leaf"], own["mid"]) == (500, 500)
+    # Started with FTPAD_RECORD alone, the library writes info's format line
+    # itself, so the viewers read the directory like one `ftpad record` made.
+    assert trace.info["format"] == ["1"]
+    report = run([FTPAD_BIN, "report", out]).stdout
+    assert re.search(rf"\s{own['leaf']}\s+leaf \(entry only\)$", report, re.M), report
