@@ -12,14 +12,14 @@
  * interposed; libftpad.map gives them glibc's version (x86_64).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <signal.h>
 #include <string.h>
 
 #include "ftpad_trace.h"
 #include "internal.h"
 
-typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+/* glibc's own entry point, exported for exactly this (GLIBC_2.2.5). */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
 /* The program's handler and flags per signal, while the wrapper stands in. */
 static struct {
@@ -27,13 +27,15 @@ static struct {
 	int flags;     /* atomic */
 } wrapped[NSIG];
 
+/*
+ * libc's sigaction, called directly: not found with dlsym(RTLD_NEXT),
+ * which takes the loader's lock, while libftpad installs its own SIGTRAP
+ * handler with its lock held, and dlclose() holds the loader's lock while
+ * it waits for libftpad's: a deadlock that test_dlclose_races_register hit.
+ */
 static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	static sigaction_fn real;
-
-	if (!real)
-		real = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
-	return real(sig, act, old);
+	return __sigaction(sig, act, old);
 }
 
 static void wrapper(int sig, siginfo_t *info, void *context)
