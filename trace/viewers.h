@@ -36,7 +36,9 @@ uint32_t trace_signal_sym(struct trace *t, uint32_t signo);
 /* The name shown for a frame: its function's, or its signal mark's. */
 static inline const char *trace_frame_name(struct trace *t, const struct tree_frame *f)
 {
-	return t->syms[f->func == TRACE_NONE ? trace_signal_sym(t, f->signo) : t->funcs[f->func].sym];
+	uint32_t sym = f->func == TRACE_NONE ? trace_signal_sym(t, f->signo) : t->funcs[f->func].sym;
+
+	return t->syms[sym]; /* read after interning, which may move t->syms */
 }
 
 /* A frame's category in the dumps: a function's, or a signal handler's. */
