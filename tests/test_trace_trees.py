@@ -9,6 +9,7 @@ reader builds the call tree".  One aarch64 program under qemu-aarch64."""
 import os
 import pathlib
 import re
+import struct
 
 import pytest
 
@@ -228,3 +229,18 @@ def test_aarch64_under_qemu(tmp_path):
                 check=False, env={**os.environ, "FTPAD_RECORD": str(trace)})
         assert p.returncode == 0, p.stderr
         assert trees(trace) == TREES[mode]
+
+
+def test_signal_mark_is_the_first_name(tmp_path):
+    """A trace whose first name to show is a signal mark (no sites at all):
+    replay crashed, reading t->syms before interning the mark moved it."""
+    image = tmp_path / "7.0"
+    image.mkdir()
+    (tmp_path / "info").write_text("format=1\narch=x86_64\nclock=tsc\n"
+                                   "clock_sync=1000 2000\nclock_sync=2000 3000\n")
+    (image / "image").write_text("pid=7\nexe=/bin/prog\n")
+    (image / "sites").write_text("")
+    header = struct.pack("<8sHHHHII16s24x", b"FTPADTRC", 1, 64, 16, 1, 7, 7, b"prog")
+    events = struct.pack("<QIIQII", 1100, 0x4000000a, 0x1000, 1200, 0x5000000a, 0x1000)
+    (image / "7.events").write_bytes(header + events)
+    assert trees(tmp_path)[0][1] == ["[signal SIGUSR1] {}", "# 2 events"]
