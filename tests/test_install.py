@@ -56,7 +56,7 @@ def check_traced(prefix, exe, tmp_path, env):
     """The program traces itself, and `ftpad record` traces it from outside."""
     assert run([exe], env=env).stdout == TRACED
     trace = tmp_path / "trace.txt"
-    p = run([prefix / "bin" / "ftpad", "record", "--filter", "greet", "-o", trace, "--", exe],
+    p = run([prefix / "bin" / "ftpad", "record", "--text", "--filter", "greet", "-o", trace, "--", exe],
             env=env)
     assert p.stdout == TRACED
     assert re.search(r"^hello-\d+ greet <-main$", trace.read_text(), re.M), trace.read_text()

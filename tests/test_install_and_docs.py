@@ -18,7 +18,7 @@ def test_installed_tree_traces_a_program(tmp_path, plugin, libftpad):
     exe = tmp_path / "hello"
     run(["gcc", "-O2", f"-fplugin={prefix}/lib/ftpad/ftpad.so", src, "-o", exe])
     trace = tmp_path / "trace.txt"
-    p = run([prefix / "bin" / "ftpad", "record", "--filter", "greet", "-o", trace, "--", exe])
+    p = run([prefix / "bin" / "ftpad", "record", "--text", "--filter", "greet", "-o", trace, "--", exe])
     assert p.stdout == "hi 1\n"
     lines = trace.read_text().splitlines()
     assert re.fullmatch(r"hello-\d+ greet <-main", lines[0]), lines

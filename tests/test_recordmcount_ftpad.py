@@ -197,7 +197,7 @@ def test_ftpad_record_traces_it(tmp_path, rmc, libftpad, variant):
     exe = tmp_path / "prog"
     run(["gcc", "-O2", main, obj, "-o", exe])
     trace = tmp_path / "trace.txt"
-    run([BUILD / "bin" / "ftpad", "record", "-o", trace, "--", exe])
+    run([BUILD / "bin" / "ftpad", "record", "--text", "-o", trace, "--", exe])
     lines = trace.read_text().splitlines()
     calls = [re.match(r"\S+-\d+ (\S+) <-(\S+)$", line).groups() for line in lines[:-1]]
     assert calls == [(name, caller) for name, caller, _ in CALLS]

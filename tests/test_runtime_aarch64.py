@@ -545,7 +545,7 @@ def test_ftpad_record_command(tmp_path, a64):
     run([CC, "-O2", *ftpadtest.plugin_flags(A64_PLUGIN, include="f_*"), tmp_path / "plain.c",
          "-o", exe])
     out = tmp_path / "trace.txt"
-    p = qemu(tool, "record", "-f", "f_sq*", "-o", out, "--", "qemu-aarch64", "-L", SYSROOT, exe)
+    p = qemu(tool, "record", "--text", "-f", "f_sq*", "-o", out, "--", "qemu-aarch64", "-L", SYSROOT, exe)
     assert p.stdout == "25\n"
     lines = out.read_text().splitlines()
     assert [line.split(" ", 1)[1] for line in lines[:-1]] == ["f_square <-f_twice"] * 2, lines

@@ -94,7 +94,7 @@ def test_dlopen_under_preload(dl, tmp_path):
     """`ftpad record` preloads libftpad into a program that never calls it:
     its dlopen is interposed, so the library's function is traced."""
     out = tmp_path / "trace.txt"
-    p = run([FTPAD_BIN, "record", "-f", "lib_*", "-o", out, "--",
+    p = run([FTPAD_BIN, "record", "--text", "-f", "lib_*", "-o", out, "--",
              dl / "dl_plain", dl / "libdl_lib.so"])
     assert p.stdout == "49\n"
     lines = out.read_text().splitlines()
@@ -107,7 +107,7 @@ def test_dlopen_dlclose_under_preload(dl, tmp_path):
     the dlclose (its interposed dlclose rescans at once): the library's
     site is gone and so is its name; loaded again, it is patched again."""
     out = tmp_path / "trace.txt"
-    p = run([FTPAD_BIN, "record", "-f", "lib_*", "-o", out, "--",
+    p = run([FTPAD_BIN, "record", "--text", "-f", "lib_*", "-o", out, "--",
              dl / "dl_plain_stats", dl / "libdl_lib.so"])
     assert p.stdout.splitlines() == [
         "loaded: sites=1 enabled=1 square=49 name=lib_square",

@@ -48,7 +48,7 @@ def test_nothing_written_at_load(textwrite, prog):
 def test_nothing_written_at_load_when_preloaded(textwrite, tmp_path):
     """Preloaded by `ftpad record` with a filter that selects nothing, the
     built-in tracer starts, reads the tables, and writes no code."""
-    p = run([FTPAD_BIN, "record", "-f", "nothing_matches", "-o", tmp_path / "t.txt", "--",
+    p = run([FTPAD_BIN, "record", "--text", "-f", "nothing_matches", "-o", tmp_path / "t.txt", "--",
              textwrite / "textwrite", "idle"])
     assert re.fullmatch(r"sum=3168 dirty=0\n", p.stdout), p.stdout
 
