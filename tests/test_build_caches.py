@@ -246,9 +246,14 @@ def test_distcc_objects_match_local(tmp_path, plugin, distcc_servers, shared_dir
     policy.write_text("pad parse_* after=9\nexclude twice\n")
     policy.chmod(0o644)
     # The wrapper, at the same path on every machine, adds -fplugin=; the
-    # plugin's own arguments pass through distcc.
+    # plugin's own arguments pass through distcc.  The plugin is copied
+    # beside it: distccd's user may not enter the build tree (a clone in a
+    # 0700 directory).
+    shared_plugin = shared_dir / "ftpad.so"
+    shutil.copy2(plugin, shared_plugin)
+    shared_plugin.chmod(0o755)
     wrapper = shared_dir / "ftpad-gcc"
-    wrapper.write_text(f'#!/bin/sh\nexec gcc -fplugin={plugin} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec gcc -fplugin={shared_plugin} "$@"\n')
     wrapper.chmod(0o755)
     flags = [f"-fplugin-arg-ftpad-policy={policy}"]
     env = distcc_env(tmp_path, distcc_servers)
