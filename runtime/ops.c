@@ -68,26 +68,39 @@ static void list_func(unsigned long ip, unsigned long parent_ip, struct ftpad_op
 	}
 }
 
-/* An exit callback, with the recursion guard of FTPAD_OPS_FL_RECURSION. */
-static void call_exit(struct ftpad_ops *ops, unsigned long ip, unsigned long parent_ip,
-		      struct ftpad_regs *regs)
+/*
+ * fn, one of ops' callbacks, behind the recursion guard when ops has
+ * FTPAD_OPS_FL_RECURSION: not called while a guarded callback runs on this
+ * thread.
+ */
+static void call_guarded(ftpad_func_t fn, struct ftpad_ops *ops, unsigned long ip,
+			 unsigned long parent_ip, struct ftpad_regs *regs)
 {
 	struct ftpad_thread_slot *t = ftpad_slot;
 
-	if (!ops->exit_func)
-		return;
-	regs->ops = ops;
 	if (!(ops->flags & FTPAD_OPS_FL_RECURSION)) {
-		ops->exit_func(ip, parent_ip, ops, regs);
+		fn(ip, parent_ip, ops, regs);
 		return;
 	}
 	if (t->guard)
 		return;
+	/* Plain increments: a signal handler between load and store leaves
+	 * the guard as it found it. */
 	t->guard++;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	ops->exit_func(ip, parent_ip, ops, regs);
+	fn(ip, parent_ip, ops, regs);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	t->guard--;
+}
+
+/* An exit callback, with the recursion guard of FTPAD_OPS_FL_RECURSION. */
+static void call_exit(struct ftpad_ops *ops, unsigned long ip, unsigned long parent_ip,
+		      struct ftpad_regs *regs)
+{
+	if (!ops->exit_func)
+		return;
+	regs->ops = ops;
+	call_guarded(ops->exit_func, ops, ip, parent_ip, regs);
 }
 
 /* list_func() at an exit: every registered ops with an exit callback. */
@@ -128,23 +141,9 @@ static int update_sites(void)
 static void assist(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
 		   struct ftpad_regs *regs)
 {
-	struct ftpad_thread_slot *t = ftpad_slot;
-
 	if ((ops->flags & FTPAD_OPS_FL_SAVE_REGS) && !regs->full)
 		return;
-	if (!(ops->flags & FTPAD_OPS_FL_RECURSION)) {
-		ops->func(ip, parent_ip, ops, regs);
-		return;
-	}
-	if (t->guard)
-		return;
-	/* Plain increments: a signal handler between load and store leaves
-	 * the guard as it found it. */
-	t->guard++;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	ops->func(ip, parent_ip, ops, regs);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	t->guard--;
+	call_guarded(ops->func, ops, ip, parent_ip, regs);
 }
 
 void ftpad_dispatch_site(uintptr_t ip, uintptr_t parent_ip, struct ftpad_regs *regs,
