@@ -323,6 +323,14 @@ static bool filters_keep(struct rthread *t, unsigned kind, uint32_t sp, bool ent
 	return !(min_ticks && is_exit && took_entry_back(t, sp));
 }
 
+/* One event the thread could not keep: counted, and said by the next
+ * LOST event. */
+static void count_drop(struct rthread *t)
+{
+	t->lost++;
+	t->dropped++;
+}
+
 /*
  * One event on the calling thread: the entry and exit callbacks come
  * here, as do signal brackets.
@@ -339,7 +347,7 @@ static void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries
 	/* A signal handler that interrupted this very function: dropped,
 	 * counted (the interrupted event owns the chunk). */
 	if (t->busy++) {
-		t->lost++, t->dropped++;
+		count_drop(t);
 		t->busy--;
 		return;
 	}
@@ -348,7 +356,7 @@ static void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries
 		/* filtered out: neither written nor dropped */
 	} else if (c = t->cur, __builtin_expect(!c || c->n >= chunk_events - 1, 0) &&
 				    (!make_room(t) || !(c = t->cur))) {
-		t->lost++, t->dropped++;
+		count_drop(t);
 	} else {
 		c->ev[c->n++] = (struct ftpad_event){ ftpad_trace_clock(), ftpad_event_what(kind, site), sp };
 		t->events++;
@@ -449,22 +457,26 @@ static int64_t id_of(const struct ftpad_site *s)
 	return base + (s - m->sites);
 }
 
+/* Site s's event, or, when its module has no ids (the table of modules
+ * was busy or full), one dropped and counted. */
+static void record_site(unsigned kind, const struct ftpad_site *s, struct ftpad_regs *regs)
+{
+	int64_t id = id_of(s);
+
+	if (id < 0) {
+		if (self)
+			count_drop(self);
+		return;
+	}
+	record_event(kind, (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs),
+		     kind == FTPAD_EVENT_ENTRY && ftpad_site_entries_only(s));
+}
+
 static void record_entry(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
 			 struct ftpad_regs *regs)
 {
-	const struct ftpad_site *s = ftpad_site_by_entry(ip);
-	int64_t id = id_of(s);
-
 	(void)parent_ip, (void)ops;
-	if (id < 0) {
-		struct rthread *t = self;
-
-		if (t)
-			t->lost++, t->dropped++;
-		return;
-	}
-	record_event(FTPAD_EVENT_ENTRY, (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs),
-		     ftpad_site_entries_only(s));
+	record_site(FTPAD_EVENT_ENTRY, ftpad_site_by_entry(ip), regs);
 }
 
 /* An exit or tail exit, at the exit site the dispatch is running for. */
@@ -472,19 +484,11 @@ static void record_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_
 			struct ftpad_regs *regs)
 {
 	const struct ftpad_site *s = ftpad_site_by_addr(ftpad_slot->exit_site);
-	int64_t id = id_of(s);
 
 	(void)ip, (void)parent_ip, (void)ops;
-	if (id < 0) {
-		struct rthread *t = self;
-
-		if (t)
-			t->lost++, t->dropped++;
-		return;
-	}
-	record_event(ftpad_site_kind(s) == FTPAD_SITE_KIND_TAIL_EXIT ? FTPAD_EVENT_TAIL_EXIT
-								     : FTPAD_EVENT_EXIT,
-		     (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs), false);
+	record_site(s && ftpad_site_kind(s) == FTPAD_SITE_KIND_TAIL_EXIT ? FTPAD_EVENT_TAIL_EXIT
+									 : FTPAD_EVENT_EXIT,
+		    s, regs);
 }
 
 /* ---- the writer ---- */
@@ -891,7 +895,7 @@ static void take_early(void)
 		int64_t id = e[i].tid == me ? id_of(ftpad_site_by_entry(e[i].ip)) : -1;
 
 		if (id < 0 || ((!t->cur || t->cur->n >= chunk_events - 1) && !make_room(t))) {
-			t->lost++, t->dropped++;
+			count_drop(t);
 			continue;
 		}
 		t->cur->ev[t->cur->n++] = (struct ftpad_event){ e[i].time,
