@@ -118,6 +118,28 @@ static int find_library(char *out, size_t size)
 	return -1;
 }
 
+/* What both forms of `record` do with -h and with an option getopt_long
+ * rejected (c is '?' or ':'). */
+static int other_option(int c, char **argv)
+{
+	if (c == 'h') {
+		fputs(usage_text, stdout);
+		exit(0);
+	}
+	if (c == ':')
+		return usage_error("record: option '%s' needs an argument", argv[optind - 1]);
+	return usage_error("record: unknown option '%s'", argv[optind - 1]);
+}
+
+/* PROG and its arguments, where the options end. */
+static int take_prog(int argc, char **argv, char ***prog)
+{
+	if (optind >= argc)
+		return usage_error("record: missing %s", "PROG: the program to run");
+	*prog = &argv[optind];
+	return 0;
+}
+
 static int parse_record(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option longopts[] = {
@@ -146,19 +168,11 @@ static int parse_record(int argc, char **argv, struct record_opts *o)
 				return usage_error("record: option '%s' needs a file name",
 						   argv[optind - 2]);
 			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			exit(0);
-		case ':':
-			return usage_error("record: option '%s' needs an argument", argv[optind - 1]);
 		default:
-			return usage_error("record: unknown option '%s'", argv[optind - 1]);
+			return other_option(c, argv);
 		}
 	}
-	if (optind >= argc)
-		return usage_error("record: missing %s", "PROG: the program to run");
-	o->argv = &argv[optind];
-	return 0;
+	return take_prog(argc, argv, &o->argv);
 }
 
 /* FILE, truncated now and made absolute: PROG may change directory. */
@@ -320,19 +334,11 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 				return usage_error("record: option '%s' needs a directory name",
 						   argv[optind - 2]);
 			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			exit(0);
-		case ':':
-			return usage_error("record: option '%s' needs an argument", argv[optind - 1]);
 		default:
-			return usage_error("record: unknown option '%s'", argv[optind - 1]);
+			return other_option(c, argv);
 		}
 	}
-	if (optind >= argc)
-		return usage_error("record: missing %s", "PROG: the program to run");
-	o->argv = &argv[optind];
-	return 0;
+	return take_prog(argc, argv, &o->argv);
 }
 
 /* The summary, summed over every image's key=value stats. */
