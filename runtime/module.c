@@ -37,6 +37,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -712,10 +714,14 @@ bool ftpad_modules_take_added(void)
 	return was;
 }
 
+/*
+ * listing keeps its value: a lister interrupted by the handler that forked
+ * goes on in the child and counts itself down, and dl_lock_lost, once set,
+ * is never cleared, so a count left by a thread the child lacks is moot.
+ */
 void ftpad_modules_fork_child(void)
 {
 	dl_lock_lost |= listing > 0;
-	listing = 0;
 }
 
 struct hold {
@@ -725,13 +731,34 @@ struct hold {
 	bool ran;
 };
 
+/*
+ * The scan's own dl_iterate_phdr nests: glibc's write lock is recursive,
+ * owned by this thread's id.  A handler that forked between the scan's
+ * dl_lock_lost test and that lock would leave the child waiting for an
+ * owner it does not have, so no asynchronous signal comes in between.
+ * Synchronous ones stay open: blocking them kills the process.
+ */
+static int refresh_nested(void)
+{
+	static const int synchronous[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP };
+	sigset_t async, old;
+	int err;
+
+	sigfillset(&async);
+	for (size_t i = 0; i < sizeof(synchronous) / sizeof(synchronous[0]); i++)
+		sigdelset(&async, synchronous[i]);
+	pthread_sigmask(SIG_BLOCK, &async, &old);
+	err = ftpad_modules_refresh();
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
 static int hold_one(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct hold *h = data;
 
 	(void)info, (void)size;
-	/* The write lock is recursive: the scan's own dl_iterate_phdr nests. */
-	h->err = ftpad_modules_refresh();
+	h->err = refresh_nested();
 	if (!h->err)
 		h->err = h->fn(h->arg);
 	h->ran = true;
