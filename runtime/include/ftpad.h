@@ -433,6 +433,21 @@ struct ftpad_stats {
  */
 FTPAD_API int ftpad_get_stats(struct ftpad_stats *st);
 
+/**
+ * @brief **ftpad_attach_start()** starts a recording session inside this
+ * process, as `ftpad attach` asks for it through its loader stub (see
+ * docs/design.md, "Attaching to a running process").  request: settings
+ * "NAME=VALUE", each ended by a NUL, the list ended by an empty one:
+ * FTPAD_ATTACH_SOCKET (required), FTPAD_RECORD (required), FTPAD_RECORD_EXITS,
+ * FTPAD_RECORD_FILTER, FTPAD_RECORD_NOTRACE, FTPAD_RECORD_SIZE.  The request
+ * is copied and a control thread does the rest, so the call returns at once
+ * and patches nothing on the calling thread.
+ *
+ * @return 0, -EBUSY when this process already records (a session, or
+ * FTPAD_RECORD at start-up), -EINVAL for a malformed request, -ENOMEM.
+ */
+FTPAD_API int ftpad_attach_start(const char *request);
+
 enum ftpad_log_level { FTPAD_WARN, FTPAD_INFO, FTPAD_DEBUG };
 typedef int (*ftpad_print_fn_t)(enum ftpad_log_level level, const char *fmt, va_list ap);
 
