@@ -66,8 +66,15 @@ const uint8_t ftpad_arch_id = FTPAD_ARCH_X86_64;
 /* rel32 counts from the end of the call; keep a page of margin. */
 const uintptr_t ftpad_arch_reach = 0x7fff0000ul;
 const size_t ftpad_arch_site_len = sizeof(nop5);
-/* 0f 1f 84 00 00 00 00 00, the 8-byte NOP, read as a little-endian word. */
-const uint64_t ftpad_arch_slot_empty = 0x00000000841f0full;
+/* The pad definition's empty slot (FTPAD_X86_64_SLOT_NOP, the 8-byte NOP),
+ * read as a little-endian word. */
+#define LE64(b0, b1, b2, b3, b4, b5, b6, b7)                                        \
+	((uint64_t)(b0) | (uint64_t)(b1) << 8 | (uint64_t)(b2) << 16 |              \
+	 (uint64_t)(b3) << 24 | (uint64_t)(b4) << 32 | (uint64_t)(b5) << 40 |       \
+	 (uint64_t)(b6) << 48 | (uint64_t)(b7) << 56)
+/* An extra step, so that the bytes' macro is expanded into eight arguments. */
+#define LE64_OF(...) LE64(__VA_ARGS__)
+const uint64_t ftpad_arch_slot_empty = LE64_OF(FTPAD_X86_64_SLOT_NOP);
 const size_t ftpad_arch_stubs_size = EXIT_LITERAL + 8;
 /* Every exit site calls the one exit stub: the trampoline finds the site
  * from the return address. */
