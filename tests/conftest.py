@@ -13,12 +13,23 @@ def plugin():
     return ftpadtest.PLUGIN
 
 
-@pytest.fixture(scope="session", params=ftpadtest.COMPILERS, ids=lambda c: c.name)
+@pytest.fixture(scope="session", params=ftpadtest.DEFAULT_COMPILERS, ids=lambda c: c.name)
 def compiler(request):
-    """Each compiler of ftpadtest.COMPILERS, with its plugin."""
-    if not request.param.plugin.exists():
-        pytest.fail(f"{request.param.plugin} is missing: run `make` first")
-    return request.param
+    """Each compiler of ftpadtest.DEFAULT_COMPILERS, with its plugins."""
+    c = request.param
+    require_default_compiler(c)
+    return c
+
+
+def require_default_compiler(c):
+    """Fail unless the build's plugin list has default compiler C for both
+    targets, and its plugins are there."""
+    if set(c.targets) != {"x86_64", "aarch64"}:
+        pytest.fail(f"{ftpadtest.PLUGIN_LIST} does not list {c.name} with {c.plugin} "
+                    "for both targets: run `make` first")
+    for t in c.targets.values():
+        if not t.plugin.exists():
+            pytest.fail(f"{t.plugin} is missing: run `make` first")
 
 
 @pytest.fixture(scope="session")

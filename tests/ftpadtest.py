@@ -4,6 +4,7 @@ compilers, and reading ftpad site records out of real ELF files."""
 import dataclasses
 import os
 import pathlib
+import re
 import struct
 import subprocess
 
@@ -49,44 +50,129 @@ def plugin_flags(plugin_path=PLUGIN, **args):
     return flags
 
 
+PLUGIN_LIST = BUILD / "ftpad-plugins.txt"
+
+
 @dataclasses.dataclass(frozen=True)
 class Compiler:
-    """A compiler with its ftpad plugin, for the tests that hold for every
-    one (the `compiler` fixture of conftest.py)."""
-    name: str                # the test id
-    cc: str
-    cxx: str
+    """One compiler and its plugin, for one target architecture: a line of
+    the build's plugin list (a clang line serves both targets)."""
+    kind: str       # gcc or clang
+    arch: str       # the target: x86_64 or aarch64
+    major: str
+    cc: tuple       # the C driver, with its target flags
+    cxx: tuple
     plugin: pathlib.Path
-    # How -fplugin-arg-ftpad-KEY=VALUE is spelled: the first is the
-    # compiler's own, the others are accepted too.
-    spellings: tuple = ("",)
-    # For aarch64: the C and C++ drivers, their first flags, and the plugin.
-    aarch64: tuple = ()
+
+    @property
+    def id(self):
+        return f"{self.kind}-{self.major}-{self.arch}"
+
+    @property
+    def min_after(self):
+        return 5 if self.arch == "x86_64" else 2
+
+    @property
+    def landing(self):
+        return "-fcf-protection" if self.arch == "x86_64" else "-mbranch-protection=standard"
+
+    @property
+    def link(self):
+        # static on aarch64: qemu-aarch64 needs no sysroot
+        return [] if self.arch == "x86_64" else ["-static"]
+
+    @property
+    def spellings(self):
+        """How -fplugin-arg-ftpad-KEY=VALUE is spelled: the first is the
+        compiler's own, the others are accepted too.  clang cuts a plugin
+        argument at its first dash after the plugin's name, so its own
+        spelling is -fplugin-arg-ftpad-clang-KEY."""
+        return ("",) if self.kind == "gcc" else ("clang-", "")
+
+    def flags(self, **args):
+        """-fplugin= and the plugin's arguments: GCC names them after the
+        plugin's basename, clang after the name up to its first dash."""
+        prefix = f"ftpad-{self.spellings[0]}"
+        args = [f"{prefix}{k.replace('_', '-')}={v}" for k, v in args.items()]
+        if self.kind == "clang" and int(self.major) < 14:
+            # clang 13's driver has no -fplugin-arg-: its frontend's
+            # spelling, for the plugin registered as "ftpad"
+            return [f"-fplugin={self.plugin}", *(
+                f for a in args for f in ("-Xclang", "-plugin-arg-ftpad", "-Xclang", a[6:]))]
+        return [f"-fplugin={self.plugin}", *(f"-fplugin-arg-{a}" for a in args)]
+
+    def driver(self, source):
+        return list(self.cxx if pathlib.Path(source).suffix == ".cc" else self.cc)
+
+
+def listed_compilers():
+    """Every (compiler, target) of the build's plugin list, written by
+    CMake: GCC 11 and 12, native and aarch64 cross, clang 13 to 16."""
+    if not PLUGIN_LIST.exists():
+        return []
+    out = []
+    for line in PLUGIN_LIST.read_text().splitlines():
+        if not line.strip():
+            continue
+        kind, arch, major, driver, path, _ = line.split("|")
+        if kind == "gcc":
+            name = pathlib.Path(driver).name
+            cxx = str(pathlib.Path(driver).with_name(name[::-1].replace("ccg", "++g", 1)[::-1]))
+            out.append(Compiler(kind, arch, major, (driver,), (cxx,), pathlib.Path(path)))
+            continue
+        cxx = re.sub(r"clang-(\d+)$", r"clang++-\1", driver)
+        for target in ("x86_64", "aarch64"):
+            flags = () if target == "x86_64" else ("--target=aarch64-linux-gnu",)
+            out.append(Compiler(kind, target, major, (driver, *flags), (cxx, *flags),
+                                pathlib.Path(path)))
+    return out
+
+
+# Every compiler the plugins serve, for each target: the one list.  The
+# tests of tests/test_compilers.py run over all of it; the others over
+# DEFAULT_COMPILERS, drawn from it.
+COMPILERS = listed_compilers()
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultCompiler:
+    """A default compiler (GCC 12, clang 14: the plugins under their old
+    paths) for both targets, as the tests that take the `compiler`
+    fixture of conftest.py see it: its entries of COMPILERS."""
+    name: str                # the test id
+    plugin: pathlib.Path     # the x86_64 plugin, where the build puts it
+    targets: dict            # {arch: its Compiler of COMPILERS}
+
+    @property
+    def cc(self):
+        return self.targets["x86_64"].cc[0]
+
+    @property
+    def spellings(self):
+        return self.targets["x86_64"].spellings
 
     def driver(self, arch="x86_64", cxx=False):
         """The command that compiles C (C++ with CXX) for ARCH."""
-        if arch == "x86_64":
-            return [self.cxx if cxx else self.cc]
-        cc, cxx_, flags, _ = self.aarch64
-        return [cxx_ if cxx else cc, *flags]
+        c = self.targets[arch]
+        return list(c.cxx if cxx else c.cc)
 
     def flags(self, arch="x86_64", **args):
         """-fplugin= for ARCH plus each keyword as an argument of the plugin."""
-        plugin = self.plugin if arch == "x86_64" else self.aarch64[3]
-        prefix = f"-fplugin-arg-ftpad-{self.spellings[0]}"
-        return [f"-fplugin={plugin}",
-                *(f"{prefix}{k.replace('_', '-')}={v}" for k, v in args.items())]
+        return self.targets[arch].flags(**args)
 
 
-# Every compiler the plugins serve; add one here and every test that takes
-# the `compiler` fixture runs with it.
-COMPILERS = [
-    Compiler("gcc", "gcc", "g++", PLUGIN,
-             aarch64=("aarch64-linux-gnu-gcc-12", "aarch64-linux-gnu-g++-12", [], A64_PLUGIN)),
-    # clang cuts a plugin argument at its first dash after the plugin's
-    # name, so its own spelling is -fplugin-arg-ftpad-clang-KEY.
-    Compiler("clang", "clang-14", "clang++-14", CLANG_PLUGIN, ("clang-", ""),
-             aarch64=("clang-14", "clang++-14", ["--target=aarch64-linux-gnu"], CLANG_PLUGIN)),
+def _default(name, plugins):
+    """NAME's entries of COMPILERS whose plugin is PLUGINS[arch]."""
+    targets = {c.arch: c for c in COMPILERS
+               if c.kind == name and c.plugin.resolve() == plugins[c.arch].resolve()}
+    return DefaultCompiler(name, plugins["x86_64"], targets)
+
+
+# Add a default here and every test that takes the `compiler` fixture runs
+# with it.
+DEFAULT_COMPILERS = [
+    _default("gcc", {"x86_64": PLUGIN, "aarch64": A64_PLUGIN}),
+    _default("clang", {"x86_64": CLANG_PLUGIN, "aarch64": CLANG_PLUGIN}),
 ]
 
 

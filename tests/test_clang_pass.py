@@ -522,33 +522,6 @@ def compile_policy(tmp_path, arch="x86_64", flags=(), **args):
     return {name: (s.before, s.after) for name, s in sites.items()}
 
 
-POLICY_ALL = {"tiny", "attr_tiny", "loop", "init_fn", "noinstr_fn", "helper_a", "helper_b", "main"}
-
-
-@ARCH
-@LANDING
-@pytest.mark.parametrize("before", [0, 2])
-def test_attribute_sets_one_layout(tmp_path, clang_plugin, arch, landing, before):
-    lo = ARCHES[arch]["min_after"]
-    want = dict.fromkeys(POLICY_ALL, (before, lo))
-    want["attr_tiny"] = (3, 9)
-    assert compile_policy(tmp_path, arch, landing_flags(arch, landing), before=before) == want
-
-
-@pytest.mark.parametrize("args,padded", [
-    (dict(include="helper_*"), {"helper_a", "helper_b"}),
-    (dict(exclude="helper_*,main"), POLICY_ALL - {"helper_a", "helper_b", "main"}),
-    (dict(include="helper_*", exclude="helper_b"), {"helper_a"}),
-    (dict(exclude_section=".init.text,.noinstr.text"), POLICY_ALL - {"init_fn", "noinstr_fn"}),
-    # The section rule, like the GCC plugin's, does not see .text.* names.
-    (dict(exclude_section=".text.*"), POLICY_ALL),
-    # The build's switches win over the attribute.
-    (dict(exclude="attr_*"), POLICY_ALL - {"attr_tiny"}),
-])
-def test_include_exclude(tmp_path, clang_plugin, args, padded):
-    assert set(compile_policy(tmp_path, flags=["-ffunction-sections"], **args)) == padded
-
-
 def records_checked(arch, exe):
     """{name: (before, after, has ops)} of EXE's records, each checked with
     the shared layout checks of tests/ftpadtest.py."""

@@ -15,87 +15,17 @@ default compiler (GCC 12, clang 14) is in the list too, under its old path,
 so a check that fails for a new version only is the new version's."""
 import json
 import pathlib
-import re
-from dataclasses import dataclass
 
 import pytest
 from elftools.elf.constants import SH_FLAGS
 
-from ftpadtest import (BUILD, ENDBR64, FLAG_BTI, FLAG_ENDBR, FLAG_MOV_X9, INCLUDE, NOP5, Image,
-                       check_records, check_site_aarch64, check_site_x86_64, run,
-                       starts_with_pad)
+from ftpadtest import (BUILD, COMPILERS, ENDBR64, FLAG_BTI, FLAG_ENDBR, FLAG_MOV_X9, INCLUDE,
+                       NOP5, PLUGIN_LIST, Image, check_records, check_site_aarch64,
+                       check_site_x86_64, run, starts_with_pad)
 
 SRC = pathlib.Path(__file__).parent / "src"
-PLUGIN_LIST = BUILD / "ftpad-plugins.txt"
 A64_LIB = BUILD / "runtime" / "aarch64" / "libftpad.a"
 
-
-@dataclass(frozen=True)
-class Compiler:
-    """One compiler and its plugin, for one target architecture."""
-    kind: str       # gcc or clang
-    arch: str       # the target: x86_64 or aarch64
-    major: str
-    cc: tuple       # the C driver, with its target flags
-    cxx: tuple
-    plugin: pathlib.Path
-
-    @property
-    def id(self):
-        return f"{self.kind}-{self.major}-{self.arch}"
-
-    @property
-    def min_after(self):
-        return 5 if self.arch == "x86_64" else 2
-
-    @property
-    def landing(self):
-        return "-fcf-protection" if self.arch == "x86_64" else "-mbranch-protection=standard"
-
-    @property
-    def link(self):
-        # static on aarch64: qemu-aarch64 needs no sysroot
-        return [] if self.arch == "x86_64" else ["-static"]
-
-    def flags(self, **args):
-        """-fplugin= and the plugin's arguments: GCC names them after the
-        plugin's basename, clang after the name up to its first dash."""
-        prefix = "ftpad" if self.kind == "gcc" else "ftpad-clang"
-        args = [f"{prefix}-{k.replace('_', '-')}={v}" for k, v in args.items()]
-        if self.kind == "clang" and int(self.major) < 14:
-            # clang 13's driver has no -fplugin-arg-: its frontend's
-            # spelling, for the plugin registered as "ftpad"
-            return [f"-fplugin={self.plugin}", *(
-                f for a in args for f in ("-Xclang", "-plugin-arg-ftpad", "-Xclang", a[6:]))]
-        return [f"-fplugin={self.plugin}", *(f"-fplugin-arg-{a}" for a in args)]
-
-    def driver(self, source):
-        return list(self.cxx if pathlib.Path(source).suffix == ".cc" else self.cc)
-
-
-def listed_compilers():
-    """Every (compiler, target) of the build's plugin list."""
-    if not PLUGIN_LIST.exists():
-        return []
-    out = []
-    for line in PLUGIN_LIST.read_text().splitlines():
-        if not line.strip():
-            continue
-        kind, arch, major, driver, path, _ = line.split("|")
-        if kind == "gcc":
-            name = pathlib.Path(driver).name
-            cxx = str(pathlib.Path(driver).with_name(name[::-1].replace("ccg", "++g", 1)[::-1]))
-            out.append(Compiler(kind, arch, major, (driver,), (cxx,), pathlib.Path(path)))
-            continue
-        cxx = re.sub(r"clang-(\d+)$", r"clang++-\1", driver)
-        for target in ("x86_64", "aarch64"):
-            flags = () if target == "x86_64" else ("--target=aarch64-linux-gnu",)
-            out.append(Compiler(kind, target, major, (driver, *flags), (cxx, *flags),
-                                pathlib.Path(path)))
-    return out
-
-
-COMPILERS = listed_compilers()
 EVERY = pytest.mark.parametrize("compiler", COMPILERS, ids=[c.id for c in COMPILERS])
 
 

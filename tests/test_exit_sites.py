@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Exit sites (docs/format.md "Exit sites (version 2)") from the GCC plugin,
 for every GCC the build made a plugin for (GCC 11 and 12, x86_64 and the
-aarch64 cross compilers: <build>/ftpad-plugins.txt, as test_compilers.py
+aarch64 cross compilers: <build>/ftpad-plugins.txt, as ftpadtest.COMPILERS
 reads it).
 
 Everything is checked from the real bytes of the linked program: each
@@ -11,15 +11,14 @@ record, and there must be no other exit record.  recordmcount-ng --check
 applies libftpad's own pad rule to the objects, and the programs (aarch64
 ones under qemu-aarch64) must print what they print without the plugin.
 
-The checks take a test_compilers.Compiler and a few paths, so that the
-clang pass's tests can run them over their own compiler list."""
+The checks take a ftpadtest.Compiler and a few paths, so that the clang
+pass's tests can run them over their own part of ftpadtest.COMPILERS."""
 import pathlib
 
 import capstone
 import pytest
 
-from ftpadtest import A64_NOP, NOP5, RECORDMCOUNT, Image, run
-from test_compilers import COMPILERS
+from ftpadtest import A64_NOP, COMPILERS, NOP5, RECORDMCOUNT, Image, run
 
 SRC = pathlib.Path(__file__).parent / "src" / "exit"
 # thunks.cc: C++ this-adjusting thunks, which GCC writes as assembly at -O0.

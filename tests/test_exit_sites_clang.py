@@ -7,8 +7,8 @@ with a kind-2 record, and there is no other record; the objects pass
 recordmcount-ng --check, and the programs print what they print without
 the plugin (aarch64 under qemu-aarch64).
 
-The checks are functions over a compiler of tests/test_compilers.py's
-list (clang 13 to 16, both targets), so that the GCC plugin's tests can
+The checks are functions over a compiler of tests/ftpadtest.py's COMPILERS
+(its clang 13 to 16, both targets), so that the GCC plugin's tests can
 run the same ones: clang 14 on both machines at every optimisation level,
 with -fPIC and with landing pads, C and C++ with exceptions; every other
 clang with one program."""
@@ -16,8 +16,7 @@ import pathlib
 
 import pytest
 
-from ftpadtest import NOP5, RECORDMCOUNT, Image, run
-from test_compilers import COMPILERS
+from ftpadtest import COMPILERS, NOP5, RECORDMCOUNT, Image, run
 
 SRC = pathlib.Path(__file__).parent / "src" / "exit"
 KIND_ENTRY, KIND_EXIT, KIND_TAIL_EXIT = 0, 1, 2

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The GCC plugin's per-function policy: the ftpad attribute, include and
 exclude globs, exclude-section, min-insns and the JSON report, checked on
-real compiles through the records, the bytes and the report."""
+real compiles through the records, the bytes and the report.  The checks
+that hold for both plugins (the layout before= and after= give, include
+and exclude) are test_plugin_arguments.py's, over every default compiler."""
 import json
 import pathlib
 import re
@@ -10,8 +12,6 @@ import pytest
 
 from ftpadtest import A64_PLUGIN, PLUGIN, Image, plugin_flags, run
 from test_gcc_plugin_x86_64 import check_site
-
-CF = [[], ["-fcf-protection"]]
 
 # Functions chosen so each policy has something to bite on: a tiny leaf, a
 # loop, an attributed tiny leaf, a function in .init.text, notrace.
@@ -58,15 +58,6 @@ def read_report(path):
 
 def layouts(sites):
     return {name: (s.before, s.after) for name, s in sites.items()}
-
-
-@pytest.mark.parametrize("cf", CF, ids=["plain", "cf-protection"])
-@pytest.mark.parametrize("before,after", [(0, 5), (2, 7)])
-def test_attribute_sets_one_layout(tmp_path, plugin, cf, before, after):
-    _, sites = compile_program(tmp_path, cf, before=before, after=after)
-    want = {n: (before, after) for n in ALL}
-    want["attr_tiny"] = (3, 9)
-    assert layouts(sites) == want
 
 
 def test_attribute_in_cxx(tmp_path, plugin):
@@ -121,21 +112,6 @@ def test_bad_attribute(tmp_path, plugin, compiler, decl, message):
     assert message in stderr, stderr
     if "only to functions" not in message and "wrong number" not in message:
         assert "'ftpad' attribute on '" in stderr and "bad_fn" in stderr, stderr
-
-
-@pytest.mark.parametrize("args,want", [
-    ({"include": "helper_*"}, {"helper_a", "helper_b"}),
-    ({"include": "helper_a,loop"}, {"helper_a", "loop"}),
-    ({"exclude": "helper_*,main"}, ALL - {"helper_a", "helper_b", "main"}),
-    # exclude wins over include
-    ({"include": "helper_*", "exclude": "helper_b"}, {"helper_a"}),
-    # the attribute does not bring back an excluded function
-    ({"exclude": "attr_*"}, ALL - {"attr_tiny"}),
-    ({"include": ""}, ALL),
-])
-def test_include_exclude(tmp_path, plugin, args, want):
-    _, sites = compile_program(tmp_path, **args)
-    assert set(sites) == want
 
 
 def test_globs_match_clone_names(tmp_path, plugin):

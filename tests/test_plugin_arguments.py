@@ -1,13 +1,17 @@
 # SPDX-License-Identifier: MIT
 """The arguments and the policy file of every compiler's plugin: both
 plugins take them from plugin-core (options.c), so each bad one is refused
-with the same message, naming the argument, or the file and line."""
+with the same message, naming the argument, or the file and line; and the
+functions they pad, with the layout they give, are the same for both (the
+program of test_gcc_plugin_policy.py, checked through its records and
+bytes)."""
 import json
 import pathlib
 
 import pytest
 
-from ftpadtest import run
+from ftpadtest import Image, check_site_aarch64, check_site_x86_64, run
+from test_gcc_plugin_policy import ALL, SOURCE
 
 SRC = pathlib.Path(__file__).parent / "src"
 
@@ -129,3 +133,65 @@ def test_report_appends_across_units(tmp_path, compiler):
              "-o", tmp_path / f"u{i}.o"])
     names = [json.loads(line)["function"] for line in report.read_text().splitlines()]
     assert names == ["earlier", "unit0", "unit1", "unit2"]
+
+
+# --- which functions get a pad, and which layout ---------------------------
+
+ARCH = pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+LANDING = pytest.mark.parametrize("landing", [False, True], ids=["plain", "landing-pad"])
+
+
+def padded_layouts(tmp_path, compiler, arch="x86_64", flags=(), **args):
+    """SOURCE built with COMPILER's plugin for ARCH and run (aarch64 under
+    qemu-aarch64, linked statically); {name: (before, after)} of its
+    records, each checked against the user layout."""
+    src, exe = tmp_path / "prog.c", tmp_path / "prog"
+    src.write_text(SOURCE)
+    target = compiler.targets[arch]
+    run([*compiler.driver(arch), "-O2", *flags, *target.link, *compiler.flags(arch, **args),
+         src, "-o", exe])
+    run([*([] if arch == "x86_64" else ["qemu-aarch64"]), exe])
+    with Image(exe) as image:
+        sites = image.sites()
+        for s in sites:
+            if arch == "x86_64":
+                check_site_x86_64(image, s, s.before, s.after, s.ops != 0)
+            else:
+                check_site_aarch64(image, s, s.before, s.after, s.ops != 0)
+    return {s.name: (s.before, s.after) for s in sites}
+
+
+@ARCH
+@LANDING
+@pytest.mark.parametrize("before,after", [(0, None), (2, None), (2, 7)],
+                         ids=["0-least", "2-least", "2-7"])
+def test_arguments_set_one_layout(tmp_path, compiler, arch, landing, before, after):
+    """before= and after= (after= left out: the least the machine allows)
+    give every padded function one layout; the ftpad attribute's wins."""
+    target = compiler.targets[arch]
+    args = dict(before=before, **({} if after is None else dict(after=after)))
+    want = dict.fromkeys(ALL, (before, after or target.min_after))
+    if (compiler.name, arch) == ("gcc", "aarch64"):
+        # GCC ignores naked on aarch64, with a warning: an ordinary function.
+        want["naked_fn"] = want["main"]
+    want["attr_tiny"] = (3, 9)
+    flags = [target.landing] if landing else []
+    assert padded_layouts(tmp_path, compiler, arch, flags, **args) == want
+
+
+@pytest.mark.parametrize("args,padded", [
+    (dict(include="helper_*"), {"helper_a", "helper_b"}),
+    (dict(include="helper_a,loop"), {"helper_a", "loop"}),
+    (dict(include=""), ALL),
+    (dict(exclude="helper_*,main"), ALL - {"helper_a", "helper_b", "main"}),
+    # exclude wins over include
+    (dict(include="helper_*", exclude="helper_b"), {"helper_a"}),
+    (dict(exclude_section=".init.text,.noinstr.text"), ALL - {"init_fn", "noinstr_fn"}),
+    # The section rule does not see -ffunction-sections' .text.* names.
+    (dict(exclude_section=".text.*"), ALL),
+    # The build's switches win over the attribute.
+    (dict(exclude="attr_*"), ALL - {"attr_tiny"}),
+])
+def test_include_exclude(tmp_path, compiler, args, padded):
+    layouts = padded_layouts(tmp_path, compiler, flags=["-ffunction-sections"], **args)
+    assert set(layouts) == padded

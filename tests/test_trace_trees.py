@@ -13,7 +13,8 @@ import struct
 
 import pytest
 
-from ftpadtest import A64_PLUGIN, BUILD, COMPILERS, FTPAD_BIN, run
+from conftest import require_default_compiler
+from ftpadtest import A64_PLUGIN, BUILD, DEFAULT_COMPILERS, FTPAD_BIN, run
 
 SRC = pathlib.Path(__file__).parent / "src" / "trees"
 A64_LIB = BUILD / "runtime" / "aarch64" / "libftpad.a"
@@ -22,13 +23,14 @@ FROM = re.compile(r"(exec|forked) from \d+\.\d+")
 LINE = re.compile(r"^[ 0-9.a-z]* \[ *(\d+)\] \| (.*)$")
 
 
-@pytest.fixture(scope="module", params=COMPILERS, ids=[c.name for c in COMPILERS])
+@pytest.fixture(scope="module", params=DEFAULT_COMPILERS, ids=lambda c: c.name)
 def built(request, tmp_path_factory):
     """trees (trees.c with plain.c built without exits), lib.so and except,
     compiled once per compiler."""
     c = request.param
-    if not c.plugin.exists() or not FTPAD_BIN.exists():
-        pytest.fail(f"{c.plugin} or {FTPAD_BIN} is missing: run `make` first")
+    require_default_compiler(c)
+    if not FTPAD_BIN.exists():
+        pytest.fail(f"{FTPAD_BIN} is missing: run `make` first")
     out = tmp_path_factory.mktemp(f"trees-{c.name}")
     cc = [*c.driver(), "-O2", "-g0"]
     run([*cc, *c.flags(exit=0), "-c", "-o", out / "plain.o", SRC / "plain.c"])
