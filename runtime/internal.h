@@ -252,12 +252,12 @@ typedef void (*ftpad_part_fn)(const void *item, int part, struct ftpad_poke *out
 
 /*
  * Write one part of each of n items (stride bytes apart): what part_of
- * gives for each, in the order given, which should be by address.  With
- * mergeable, no thread reads any of these bytes as a whole while they
- * change (or each byte alone is fine), so neighbouring pokes go out in one
- * write with the bytes between them, rewritten unchanged; without, each
- * poke is a write of its own (an aligned 4 or 8 bytes in one store).
- * Nothing is allocated.  Returns 0, or -EPERM/-EACCES when both
+ * gives for each, in the order given, which should be by address, as the
+ * spans of one writer (struct ftpad_text_writer below).  With mergeable,
+ * no thread reads any of these bytes as a whole while they change (or
+ * each byte alone is fine), so neighbouring pokes go out in one run with
+ * the bytes between them, rewritten unchanged; without, each poke is a run
+ * of its own (an aligned 4 or 8 bytes in one store).  Nothing is allocated.  Returns 0, or -EPERM/-EACCES when both
  * /proc/self/mem and mprotect are refused, -EIO when the bytes of the
  * first write through /proc/self/mem, read back, differ.
  */
@@ -314,11 +314,12 @@ void ftpad_batch_written(struct ftpad_batch *b, struct ftpad_site *first,
  * each site's span of code [lo, hi), in address order, goes into the run
  * being assembled (struct ftpad_text_run, which the caller keeps in local
  * variables: a span costs a few compares); whatever of a span is not
- * stored to stays as it is.  Runs are made as ftpad_text_write() makes
- * them, assembled in a buffer with the code around the spans, and written
- * out whole: one pwrite to /proc/self/mem (the first one read back), or,
- * where refused, mprotect of the run's pages, a copy and mprotect back.
- * Nothing is allocated; under ftpad_lock.
+ * stored to stays as it is.  Runs are assembled in a buffer with the code
+ * around the spans, and written out whole: one pwrite to /proc/self/mem
+ * (the first one read back), or, where refused, mprotect of the run's
+ * pages, a copy and mprotect back.  The one way code is written:
+ * ftpad_text_write() hands its pokes to a writer too.  Nothing is
+ * allocated; under ftpad_lock.
  */
 struct ftpad_text_run {
 	uintptr_t hi;     /* the end of the last span (0: no run) */

@@ -331,138 +331,29 @@ static enum method forced_method(void)
 }
 
 /*
- * A batch goes out in runs: pokes in increasing order, within one mapping
- * with one protection, each on the page of the one before or the next (so
- * that no page without a poke is touched).  Through /proc/self/mem a run
- * is one pwrite of the bytes from its first poke to its last, those
- * between copied from memory and written back unchanged: the syscall and
- * the kernel's walk of each page, not the bytes, are what cost.  Through
- * mprotect a run is one mprotect pair around the stores.  State is static,
- * so that writing code needs no malloc (the very early tracer writes
- * before constructors); it is used under ftpad_lock, or by the early
- * tracer before anything else runs.
+ * Code goes out in runs (struct ftpad_text_writer, internal.h): spans of
+ * code to write (a site's bytes, a poke) in increasing order, within one
+ * mapping, each less than a page after the one before (so that no page
+ * without a span is touched).  A run is assembled in run_buf, the code
+ * between its spans copied from memory and written back unchanged, and
+ * written whole: through /proc/self/mem one pwrite, whose cost is the
+ * syscall and the kernel's walk of each page, not the bytes; through
+ * mprotect one mprotect pair around a copy.  State is static, so that
+ * writing code needs no malloc (the very early tracer writes before
+ * constructors, aarch64 while the other threads are stopped); it is used
+ * under ftpad_lock, or by the early tracer before anything else runs.
  */
 #define RUN_BYTES (128 * 1024)
+/* A run's code is copied into run_buf ahead of its spans, a block at a time. */
+#define COPY_AHEAD 4096
 
 static uint8_t run_buf[RUN_BYTES];
-
-struct writer {
-	const char *items;
-	size_t stride;
-	ftpad_part_fn part_of;
-	int part;
-	bool mergeable;
-	enum method forced;
-};
-
-static void piece(const struct writer *w, size_t i, struct ftpad_poke *p)
-{
-	w->part_of(w->items + i * w->stride, w->part, p);
-}
-
-/* Whether p continues the run that started at first and ends at hi. */
-static bool continues(const struct ftpad_poke *first, uintptr_t hi, const struct ftpad_poke *p,
-		      size_t max_bytes)
-{
-	uintptr_t page = page_size();
-
-	return p->limit == first->limit && p->prot == first->prot && p->addr >= hi &&
-	       p->addr + p->len <= p->limit && p->addr + p->len - first->addr <= max_bytes &&
-	       (p->addr & ~(page - 1)) <= ((hi - 1) & ~(page - 1)) + page;
-}
-
-/*
- * The run from item i: its end (one past its last item) and its bytes
- * [*lo, *hi).  Items whose part is empty are skipped; *lo == *hi when there
- * is nothing from i on.  max_bytes bounds it (the /proc/self/mem buffer).
- */
-static size_t run_end(const struct writer *w, size_t i, size_t n, size_t max_bytes, uintptr_t *lo,
-		      uintptr_t *hi, int *prot)
-{
-	struct ftpad_poke first, p;
-
-	*lo = *hi = 0;
-	for (; i < n; i++) {
-		piece(w, i, &first);
-		if (first.len)
-			break;
-	}
-	if (i == n)
-		return n;
-	*lo = first.addr;
-	*hi = first.addr + first.len;
-	*prot = first.prot;
-	for (i++; w->mergeable && i < n; i++) {
-		piece(w, i, &p);
-		if (!p.len)
-			continue;
-		if (!continues(&first, *hi, &p, max_bytes))
-			break;
-		*hi = p.addr + p.len;
-	}
-	return i;
-}
 
 /* The run [lo, hi), assembled in run_buf, through /proc/self/mem
  * (pwrite_code()). */
 static int commit_procmem(uintptr_t lo, uintptr_t hi)
 {
 	return pwrite_code(run_buf, hi - lo, lo);
-}
-
-static int run_procmem(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi)
-{
-	struct ftpad_poke p;
-
-	memcpy(run_buf, (const void *)lo, hi - lo);
-	for (; i < j; i++) {
-		piece(w, i, &p);
-		if (p.len)
-			memcpy(run_buf + (p.addr - lo), p.bytes, p.len);
-	}
-	return commit_procmem(lo, hi);
-}
-
-static void store(const struct ftpad_poke *p)
-{
-	/* An aligned slot or instruction in one store, so that a racing
-	 * reader sees the old value or the new one. */
-	if (p->len == 8 && p->addr % 8 == 0) {
-		uint64_t v;
-
-		memcpy(&v, p->bytes, 8);
-		__atomic_store_n((uint64_t *)p->addr, v, __ATOMIC_RELEASE);
-	} else if (p->len == 4 && p->addr % 4 == 0) {
-		uint32_t v;
-
-		memcpy(&v, p->bytes, 4);
-		__atomic_store_n((uint32_t *)p->addr, v, __ATOMIC_RELEASE);
-	} else {
-		memcpy((void *)p->addr, p->bytes, p->len);
-	}
-	/* Code written by a plain store must reach the instruction side: cache
-	 * maintenance on aarch64, nothing on x86.  /proc/self/mem writes get
-	 * it from the kernel. */
-	__builtin___clear_cache((char *)p->addr, (char *)p->addr + p->len);
-}
-
-static int run_mprotect(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi,
-			int prot)
-{
-	struct ftpad_poke p;
-	size_t first = opened.n;
-	int err;
-
-	whole_pages(&lo, &hi);
-	err = open_pages(lo, hi, prot);
-	if (err)
-		return err;
-	for (; i < j; i++) {
-		piece(w, i, &p);
-		if (p.len)
-			store(&p);
-	}
-	return close_pages(lo, hi, first);
 }
 
 /*
@@ -501,115 +392,29 @@ static int write_either_way(enum method forced, int (*via_procmem)(const void *c
 	return err == -EPERM || err == -EACCES || err == -EIO ? err : -EPERM;
 }
 
-/* One run of a writer: its items [i, j), the code [lo, hi). */
-struct run_args {
-	const struct writer *w;
-	size_t i, j;
-	uintptr_t lo, hi;
-	int prot;
-};
-
-static int run_via_procmem(const void *ctx)
+/* len bytes of src to the writable code at at.  A run of one aligned slot
+ * or instruction (a write that may not be merged) in one store, so that a
+ * racing reader sees the old value or the new one. */
+static void copy_code(uintptr_t at, const uint8_t *src, size_t len)
 {
-	const struct run_args *a = ctx;
+	if (len == 8 && at % 8 == 0) {
+		uint64_t v;
 
-	return run_procmem(a->w, a->i, a->j, a->lo, a->hi);
-}
+		memcpy(&v, src, 8);
+		__atomic_store_n((uint64_t *)at, v, __ATOMIC_RELEASE);
+	} else if (len == 4 && at % 4 == 0) {
+		uint32_t v;
 
-static int run_via_mprotect(const void *ctx)
-{
-	const struct run_args *a = ctx;
-
-	return run_mprotect(a->w, a->i, a->j, a->lo, a->hi, a->prot);
-}
-
-static int write_run(const struct writer *w, size_t i, size_t j, uintptr_t lo, uintptr_t hi,
-		     int prot)
-{
-	struct run_args a = { w, i, j, lo, hi, prot };
-
-	return write_either_way(w->forced, run_via_procmem, run_via_mprotect, &a);
-}
-
-/*
- * Through /proc/self/mem in one pass over the items: each run assembled in
- * run_buf as it is found, and written (pwrite_code()).  Returns 0, or the
- * error of the run that failed, starting at item *at.
- */
-static int procmem_pass(const struct writer *w, size_t n, size_t *at)
-{
-	struct ftpad_poke p, first = { 0 };
-	uintptr_t lo = 0, hi = 0;
-	size_t start = 0;
-	int err;
-
-	for (size_t k = 0; k <= n; k++) {
-		if (k < n) {
-			piece(w, k, &p);
-			if (!p.len)
-				continue;
-			if (hi && w->mergeable && continues(&first, hi, &p, RUN_BYTES)) {
-				memcpy(run_buf + (hi - lo), (const void *)hi, p.addr - hi);
-				memcpy(run_buf + (p.addr - lo), p.bytes, p.len);
-				hi = p.addr + p.len;
-				continue;
-			}
-		}
-		if (hi) {
-			err = pwrite_code(run_buf, hi - lo, lo);
-			if (err) {
-				*at = start;
-				return err;
-			}
-		}
-		if (k < n) {
-			first = p;
-			start = k;
-			lo = p.addr;
-			hi = p.addr + p.len;
-			memcpy(run_buf, p.bytes, p.len);
-		}
+		memcpy(&v, src, 4);
+		__atomic_store_n((uint32_t *)at, v, __ATOMIC_RELEASE);
+	} else {
+		memcpy((void *)at, src, len);
 	}
-	return 0;
+	/* Code written by a plain store must reach the instruction side: cache
+	 * maintenance on aarch64, nothing on x86.  /proc/self/mem writes get
+	 * it from the kernel. */
+	__builtin___clear_cache((char *)at, (char *)at + len);
 }
-
-int ftpad_text_write(const void *items, size_t n, size_t stride, ftpad_part_fn part_of, int part,
-		     bool mergeable)
-{
-	struct writer w = { items, stride, part_of, part, mergeable, forced_method() };
-	size_t i = 0;
-
-	maps_stale();
-	if (w.forced != M_MPROTECT && method != M_MPROTECT) {
-		if (!procmem_pass(&w, n, &i)) {
-			method = M_PROCMEM;
-			return 0;
-		}
-		/* From the run that failed on, run by run: mprotect if allowed. */
-	}
-	while (i < n) {
-		/* mprotect runs need no buffer: as long as the pages go on. */
-		size_t max = w.forced == M_MPROTECT || method == M_MPROTECT ? SIZE_MAX : RUN_BYTES;
-		uintptr_t lo, hi;
-		int prot;
-		size_t j = run_end(&w, i, n, max, &lo, &hi, &prot);
-		int err;
-
-		if (lo == hi)
-			break;
-		err = write_run(&w, i, j, lo, hi, prot);
-		if (err)
-			return err;
-		i = j;
-	}
-	return 0;
-}
-
-/*
- * The writer (struct ftpad_text_writer, internal.h).  A run's code is
- * copied into run_buf ahead of the spans, a block at a time.
- */
-#define COPY_AHEAD 4096
 
 struct ftpad_text_run ftpad_text_writer_init(struct ftpad_text_writer *w, bool direct,
 					     void (*written)(void *ctx), void *ctx)
@@ -666,8 +471,7 @@ static int commit_mprotect(uintptr_t lo, uintptr_t hi, int prot)
 	err = open_pages(plo, phi, prot);
 	if (err)
 		return err;
-	memcpy((void *)lo, run_buf, hi - lo);
-	__builtin___clear_cache((char *)lo, (char *)hi);
+	copy_code(lo, run_buf, hi - lo);
 	return close_pages(plo, phi, first);
 }
 
@@ -691,7 +495,7 @@ static int commit_via_mprotect(const void *ctx)
 	return commit_mprotect(a->lo, a->hi, a->prot);
 }
 
-/* The run, by the method that worked last, as write_run(). */
+/* The run, by the method that worked last (write_either_way()). */
 static int commit(uintptr_t lo, uintptr_t hi, int prot)
 {
 	struct commit_args a = { lo, hi, prot };
@@ -736,6 +540,28 @@ struct ftpad_text_run ftpad_text_span(struct ftpad_text_writer *w, struct ftpad_
 	r.copied = to;
 	r.hi = hi;
 	return r;
+}
+
+int ftpad_text_write(const void *items, size_t n, size_t stride, ftpad_part_fn part_of, int part,
+		     bool mergeable)
+{
+	struct ftpad_text_writer w;
+	struct ftpad_text_run r = ftpad_text_writer_init(&w, false, NULL, NULL);
+	const char *item = items;
+
+	for (size_t i = 0; i < n && !w.err; i++, item += stride) {
+		struct ftpad_poke p;
+
+		part_of(item, part, &p);
+		if (!p.len)
+			continue;
+		/* Unmergeable: a run that ends with the poke, so that none
+		 * continues it, and no code around it is copied. */
+		r = ftpad_text_span(&w, r, p.addr, p.addr + p.len,
+				    mergeable ? p.limit : p.addr + p.len, p.prot);
+		memcpy((void *)(p.addr + r.delta), p.bytes, p.len);
+	}
+	return ftpad_text_flush(&w, r);
 }
 
 static void poke_part(const void *item, int part, struct ftpad_poke *out)
