@@ -596,36 +596,6 @@ def test_min_insns_and_report(tmp_path, clang_plugin):
         "no_instrument_function", "naked", "user patchable_function_entry"}
 
 
-POLICY = """\
-# Handlers get a bigger pad; helpers none.
-exclude  helper_b          # the first matching rule decides
-pad      helper_*   before=2 after=7
-pad      loop       after=9
-pad      *          before=1
-"""
-
-
-@ARCH
-def test_policy_file(tmp_path, clang_plugin, arch):
-    """The GCC plugin's policy file: the first matching rule decides, the
-    attribute still wins, the report names FILE:LINE."""
-    policy = tmp_path / "ftpad.policy"
-    policy.write_text(POLICY)
-    report = tmp_path / "report.jsonl"
-    got = compile_policy(tmp_path, arch, policy=policy, report=report)
-    lo = ARCHES[arch]["min_after"]
-    assert "helper_b" not in got
-    assert got["helper_a"] == (2, 7)
-    assert got["loop"] == (0, 9), "a rule without before= keeps the global before"
-    assert got["tiny"] == (1, lo) and got["main"] == (1, lo)
-    assert got["attr_tiny"] == (3, 9)
-    rows = {r["function"]: r for r in map(json.loads, report.read_text().splitlines())}
-    assert rows["helper_b"]["reason"] == f"excluded by {policy}:2"
-    assert rows["helper_a"]["reason"] == f"pad by {policy}:3"
-    assert rows["tiny"]["reason"] == f"pad by {policy}:5"
-    assert rows["attr_tiny"]["reason"] == "ftpad attribute"
-
-
 @pytest.mark.parametrize("abi", ["user", "kernel"])
 def test_command_line_patchable_entry(tmp_path, clang_plugin, abi):
     """-fpatchable-function-entry=N,M on the command line, as the GCC

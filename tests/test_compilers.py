@@ -126,7 +126,7 @@ def test_policy(tmp_path, compiler):
     wins over it, include/exclude-section apply, notrace and a user's own
     patchable_function_entry keep their functions out, and the report says
     why for each function."""
-    from test_clang_pass import POLICY  # the policy tests' file, both plugins'
+    from test_plugin_arguments import POLICY  # the policy tests' file
     from test_gcc_plugin_policy import SOURCE
     src, policy, report = tmp_path / "prog.c", tmp_path / "ftpad.policy", tmp_path / "r.jsonl"
     src.write_text(SOURCE)

@@ -1,44 +1,19 @@
 # SPDX-License-Identifier: MIT
 """policy=FILE, and how the plugin's pads relate to a user's own
 patchable_function_entry attribute and to -fpatchable-function-entry on the
-command line (docs/gcc-plugin.md "Which functions get a pad")."""
+command line (docs/gcc-plugin.md "Which functions get a pad").  The order
+of a file's rules, the same for both plugins, is test_plugin_arguments.py's."""
 import pytest
 from elftools.elf.elffile import ELFFile
 
 from ftpadtest import A64_PLUGIN, PLUGIN, Image, plugin_flags, run
-from test_gcc_plugin_policy import SOURCE, compile_program, layouts, read_report
-
-POLICY = """\
-# Handlers get a bigger pad; helpers none.
-exclude  helper_b          # the first matching rule decides
-pad      helper_*   before=2 after=7
-pad      loop       after=9
-pad      *          before=1
-"""
+from test_gcc_plugin_policy import SOURCE, compile_program, layouts
 
 
 def write(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)
     return path
-
-
-def test_rules_in_order(tmp_path, plugin):
-    policy = write(tmp_path, "ftpad.policy", POLICY)
-    report = tmp_path / "report.jsonl"
-    _, sites = compile_program(tmp_path, policy=policy, report=report)
-    got = layouts(sites)
-    assert "helper_b" not in got
-    assert got["helper_a"] == (2, 7)
-    assert got["loop"] == (0, 9), "a rule without before= keeps the global before"
-    assert got["tiny"] == (1, 5) and got["main"] == (1, 5)
-    # The attribute is more specific than any file: it still wins.
-    assert got["attr_tiny"] == (3, 9)
-    rows = read_report(report)
-    assert rows["helper_b"]["reason"] == f"excluded by {policy}:2"
-    assert rows["helper_a"]["reason"] == f"pad by {policy}:3"
-    assert rows["tiny"]["reason"] == f"pad by {policy}:5"
-    assert rows["attr_tiny"]["reason"] == "ftpad attribute"
 
 
 def test_arguments_given_twice(tmp_path, plugin):

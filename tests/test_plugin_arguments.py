@@ -179,6 +179,36 @@ def test_arguments_set_one_layout(tmp_path, compiler, arch, landing, before, aft
     assert padded_layouts(tmp_path, compiler, arch, flags, **args) == want
 
 
+POLICY = """\
+# Handlers get a bigger pad; helpers none.
+exclude  helper_b          # the first matching rule decides
+pad      helper_*   before=2 after=7
+pad      loop       after=9
+pad      *          before=1
+"""
+
+
+@ARCH
+def test_policy_rules_in_order(tmp_path, compiler, arch):
+    """policy=FILE: the first matching rule decides, the attribute, more
+    specific than any file, still wins, the report names FILE:LINE."""
+    policy = tmp_path / "ftpad.policy"
+    policy.write_text(POLICY)
+    report = tmp_path / "report.jsonl"
+    got = padded_layouts(tmp_path, compiler, arch, policy=policy, report=report)
+    lo = compiler.targets[arch].min_after
+    assert "helper_b" not in got
+    assert got["helper_a"] == (2, 7)
+    assert got["loop"] == (0, 9), "a rule without before= keeps the global before"
+    assert got["tiny"] == (1, lo) and got["main"] == (1, lo)
+    assert got["attr_tiny"] == (3, 9)
+    rows = {r["function"]: r for r in map(json.loads, report.read_text().splitlines())}
+    assert rows["helper_b"]["reason"] == f"excluded by {policy}:2"
+    assert rows["helper_a"]["reason"] == f"pad by {policy}:3"
+    assert rows["tiny"]["reason"] == f"pad by {policy}:5"
+    assert rows["attr_tiny"]["reason"] == "ftpad attribute"
+
+
 @pytest.mark.parametrize("args,padded", [
     (dict(include="helper_*"), {"helper_a", "helper_b"}),
     (dict(include="helper_a,loop"), {"helper_a", "loop"}),
