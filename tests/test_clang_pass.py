@@ -621,24 +621,6 @@ def test_command_line_patchable_entry(tmp_path, clang_plugin, abi):
                 check_site_x86_64(image, site, 0, 5)
 
 
-def test_attribute_in_cxx(tmp_path, clang_plugin):
-    src = tmp_path / "a.cc"
-    src.write_text("__attribute__((noinline, ftpad(4, 6))) int f(int x) { return x + 1; }\n"
-                   "template <int N> __attribute__((noinline, ftpad(6, 5)))\n"
-                   "int t(int x) { return x * N; }\n"
-                   "struct S { __attribute__((noinline, ftpad(7, 5))) S(int x); int v; };\n"
-                   "S::S(int x) : v(x) {}\n"
-                   "__attribute__((no_instrument_function)) int quiet(int x) { return x; }\n"
-                   "int main(int c, char **) { return f(c) + t<2>(c) + t<3>(c) + S(c).v"
-                   " + quiet(c); }\n")
-    exe = tmp_path / "a"
-    run(["clang++-14", "-O2", *clang_flags(), src, "-o", exe])
-    with Image(exe) as image:
-        sites = {s.name: (s.before, s.after) for s in image.sites()}
-    assert sites == {"_Z1fi": (4, 6), "_Z1tILi2EEii": (6, 5), "_Z1tILi3EEii": (6, 5),
-                     "_ZN1SC2Ei": (7, 5), "main": (0, 5)}, sites
-
-
 def test_attribute_with_a_user_patchable_entry_warns(tmp_path, clang_plugin):
     src = tmp_path / "a.c"
     src.write_text("__attribute__((ftpad(1, 5), patchable_function_entry(2, 0)))\n"

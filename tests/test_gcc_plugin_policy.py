@@ -60,7 +60,9 @@ def layouts(sites):
     return {name: (s.before, s.after) for name, s in sites.items()}
 
 
-def test_attribute_in_cxx(tmp_path, plugin):
+def test_attribute_in_cxx_gcc_only(tmp_path, plugin):
+    """What GCC's attribute takes beyond test_plugin_arguments.py's
+    test_attribute_in_cxx: a template's arguments, and the C++11 spelling."""
     src = tmp_path / "a.cc"
     src.write_text("__attribute__((noinline, ftpad(4, 6))) int f(int x) { return x + 1; }\n"
                    "template <int N> __attribute__((noinline, ftpad(N, N + 5)))\n"

@@ -179,6 +179,29 @@ def test_arguments_set_one_layout(tmp_path, compiler, arch, landing, before, aft
     assert padded_layouts(tmp_path, compiler, arch, flags, **args) == want
 
 
+def test_attribute_in_cxx(tmp_path, compiler):
+    """The attribute on C++ functions, a template's instances and a
+    constructor (its C2 symbol, the one that is emitted); notrace keeps
+    its function out."""
+    src, exe = tmp_path / "a.cc", tmp_path / "a"
+    src.write_text("__attribute__((noinline, ftpad(4, 6))) int f(int x) { return x + 1; }\n"
+                   "template <int N> __attribute__((noinline, ftpad(6, 5)))\n"
+                   "int t(int x) { return x * N; }\n"
+                   "struct S { __attribute__((noinline, ftpad(7, 5))) S(int x); int v; };\n"
+                   "S::S(int x) : v(x) {}\n"
+                   "__attribute__((no_instrument_function)) int quiet(int x) { return x; }\n"
+                   "int main(int c, char **) { return f(c) + t<2>(c) + t<3>(c) + S(c).v"
+                   " + quiet(c); }\n")
+    run([*compiler.driver(cxx=True), "-O2", *compiler.flags(), src, "-o", exe])
+    with Image(exe) as image:
+        sites = image.sites()
+        for s in sites:
+            check_site_x86_64(image, s, s.before, s.after, s.ops != 0)
+    assert {s.name: (s.before, s.after) for s in sites} == {
+        "_Z1fi": (4, 6), "_Z1tILi2EEii": (6, 5), "_Z1tILi3EEii": (6, 5), "_ZN1SC2Ei": (7, 5),
+        "main": (0, 5)}
+
+
 POLICY = """\
 # Handlers get a bigger pad; helpers none.
 exclude  helper_b          # the first matching rule decides
