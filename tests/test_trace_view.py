@@ -723,3 +723,19 @@ def test_live_waits_for_an_image_being_made(tmp_path, gen):
     assert p.stderr == "" and live_tables(p.stdout)[0]["fib"] == 2
     q = ftpad("report", trace, check=False)
     assert q.returncode == 1 and "101.0/sites: No such file or directory" in q.stderr
+
+
+def test_folded_names_stay_one_frame(tmp_path, gen):
+    # A C++ name is demangled and may hold spaces; a ';' inside a name
+    # (none is known, but the sites file allows one) would split its frame:
+    # it is shown as ':' in folded stacks, and so in flame graphs.
+    s = Scenario(tmp_path / "n.trace")
+    s.image("1.0", "/bin/x", ["main", "_ZN2ns1fIiEEvT_", "odd;name"]).thread(1, "x")
+    s.evs([(0, "entry", "main", 100), (10, "entry", "_ZN2ns1fIiEEvT_", 90),
+           (30, "exit", "_ZN2ns1fIiEEvT_", 90), (40, "entry", "odd;name", 90),
+           (70, "exit", "odd;name", 90), (100, "exit", "main", 100)])
+    trace = s.write(gen)
+    assert ftpad("dump", "--folded", trace).stdout.splitlines() == [
+        "main 50", "main;odd:name 30", "main;void ns::f<int>(int) 20"]
+    assert ftpad("dump", "--folded", "--raw-names", trace).stdout.splitlines() == [
+        "main 50", "main;_ZN2ns1fIiEEvT_ 20", "main;odd:name 30"]

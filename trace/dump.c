@@ -6,7 +6,7 @@
 #include "viewers.h"
 
 static const char dump_usage[] =
-	"usage: ftpad dump --chrome|--perfetto|--folded [-o FILE] DIR\n";
+	"usage: ftpad dump --chrome|--perfetto|--folded [-o FILE] [--raw-names] DIR\n";
 
 int trace_cmd_dump(int argc, char **argv)
 {
@@ -15,11 +15,13 @@ int trace_cmd_dump(int argc, char **argv)
 		{ "perfetto", no_argument, NULL, 'p' },
 		{ "folded", no_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "raw-names", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int (*dump)(struct trace *, const char *) = NULL;
 	const char *out = NULL;
+	unsigned open_flags = 0;
 	struct trace t;
 	int c, rc;
 
@@ -30,6 +32,7 @@ int trace_cmd_dump(int argc, char **argv)
 		case 'p': dump = trace_dump_perfetto; break;
 		case 'f': dump = trace_dump_folded; break;
 		case 'o': out = optarg; break;
+		case 'r': open_flags |= TRACE_OPEN_RAW_NAMES; break;
 		case 'h': return fputs(dump_usage, stdout), 0;
 		default: return trace_usage_error("dump: bad option '%s'", argv[optind - 1]);
 		}
@@ -38,7 +41,7 @@ int trace_cmd_dump(int argc, char **argv)
 		return trace_usage_error("dump: %s", "say which format: --chrome, --perfetto or --folded");
 	if (optind != argc - 1)
 		return trace_usage_error("dump: %s", "want one trace directory");
-	if (trace_open(&t, argv[optind], 0))
+	if (trace_open(&t, argv[optind], open_flags))
 		return 1;
 	rc = dump(&t, out);
 	trace_close(&t);

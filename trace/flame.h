@@ -34,9 +34,9 @@ int ftpad_flame_svg(FILE *folded_in, FILE *svg_out, const struct ftpad_flame_opt
 int ftpad_flame_command(int argc, char **argv);
 
 /* Where `ftpad flame DIR` gets its folded stacks: write the trace
- * directory's folded stacks to out, as `ftpad dump --folded DIR` does;
- * return 0, or -1 after printing an error.  Until the trace reader is wired
- * in (the lead: call its folded writer here), it says so and fails. */
-int ftpad_flame_folded_from_trace(const char *dir, FILE *out);
+ * directory's folded stacks to out, as `ftpad dump --folded DIR` does
+ * (OPEN_FLAGS: reader.h's enum trace_open_flags); return 0, or -1 after
+ * printing an error. */
+int ftpad_flame_folded_from_trace(const char *dir, unsigned open_flags, FILE *out);
 
 #endif

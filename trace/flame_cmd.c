@@ -21,7 +21,7 @@
 
 static const char flame_usage[] =
 	"usage: ftpad flame [--title T] [--width PX] [--min-width PX] --folded FILE -o OUT.svg\n"
-	"       ftpad flame [--title T] [--width PX] [--min-width PX] DIR -o OUT.svg\n"
+	"       ftpad flame [--title T] [--width PX] [--min-width PX] [--raw-names] DIR -o OUT.svg\n"
 	"\n"
 	"Write a self-contained SVG flame graph (click a frame to zoom, Ctrl-F to\n"
 	"search) from folded stacks ('f1;f2;f3 NS' lines, as 'ftpad dump --folded'\n"
@@ -30,12 +30,14 @@ static const char flame_usage[] =
 	"  -o, --output OUT  the SVG to write ('-': stdout)\n"
 	"  --title T         the title drawn above the graph (default: Flame graph)\n"
 	"  --width PX        the image width (default: 1200)\n"
-	"  --min-width PX    leave out frames narrower than PX (default: 0.1)\n";
+	"  --min-width PX    leave out frames narrower than PX (default: 0.1)\n"
+	"  --raw-names       C++ names as the program has them, not demangled\n";
 
 struct flame_args {
 	const char *folded;
 	const char *dir;
 	const char *output;
+	unsigned open_flags; /* the trace reader's: TRACE_OPEN_RAW_NAMES */
 	struct ftpad_flame_options opts;
 };
 
@@ -58,13 +60,14 @@ static int parse_number(const char *text, double lo, double hi, double *out)
 
 static int parse_flame(int argc, char **argv, struct flame_args *a)
 {
-	enum { OPT_FOLDED = 256, OPT_TITLE, OPT_WIDTH, OPT_MIN_WIDTH };
+	enum { OPT_FOLDED = 256, OPT_TITLE, OPT_WIDTH, OPT_MIN_WIDTH, OPT_RAW_NAMES };
 	static const struct option longopts[] = {
 		{ "folded", required_argument, NULL, OPT_FOLDED },
 		{ "output", required_argument, NULL, 'o' },
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "width", required_argument, NULL, OPT_WIDTH },
 		{ "min-width", required_argument, NULL, OPT_MIN_WIDTH },
+		{ "raw-names", no_argument, NULL, OPT_RAW_NAMES },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -79,6 +82,7 @@ static int parse_flame(int argc, char **argv, struct flame_args *a)
 		case OPT_FOLDED: a->folded = optarg; break;
 		case 'o': a->output = optarg; break;
 		case OPT_TITLE: a->opts.title = optarg; break;
+		case OPT_RAW_NAMES: a->open_flags |= TRACE_OPEN_RAW_NAMES; break;
 		case OPT_WIDTH:
 			if (parse_number(optarg, 120, 100000, &v) || v != (unsigned)v)
 				return flame_usage_error("--width '%s': expected whole pixels, 120 to 100000", optarg);
@@ -110,13 +114,13 @@ static int parse_flame(int argc, char **argv, struct flame_args *a)
 	return 0;
 }
 
-int ftpad_flame_folded_from_trace(const char *dir, FILE *out)
+int ftpad_flame_folded_from_trace(const char *dir, unsigned open_flags, FILE *out)
 {
 	struct trace t;
 	struct out *o;
 	int rc;
 
-	if (trace_open(&t, dir, 0))
+	if (trace_open(&t, dir, open_flags))
 		return -1;
 	o = out_of_file(out);
 	rc = o ? trace_write_folded(&t, o) : -1;
@@ -137,7 +141,7 @@ static FILE *open_folded(const struct flame_args *a)
 				strerror(errno));
 			return NULL;
 		}
-		if (ftpad_flame_folded_from_trace(a->dir, in) || fflush(in) || fseek(in, 0, SEEK_SET)) {
+		if (ftpad_flame_folded_from_trace(a->dir, a->open_flags, in) || fflush(in) || fseek(in, 0, SEEK_SET)) {
 			fclose(in);
 			return NULL;
 		}

@@ -111,6 +111,10 @@ static char *path_text(struct trace *t, const struct folded *fd, uint32_t i)
 		if (k)
 			s[len++] = ';';
 		memcpy(s + len, t->syms[chain[k]], n);
+		/* ';' separates frames: inside a name (a demangled C++ name
+		 * could, in principle, hold one) it would split the frame. */
+		for (char *c = s + len; (c = memchr(c, ';', (size_t)(s + len + n - c))); c++)
+			*c = ':';
 		len += n;
 	}
 	s[len] = 0;

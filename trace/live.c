@@ -32,6 +32,7 @@ struct live_opts {
 	size_t rows;
 	enum stats_key key;
 	int tty;
+	unsigned open_flags; /* TRACE_OPEN_RAW_NAMES */
 };
 
 /* Has the recorder written its summary (docs/format.md: `exit=` at the end)? */
@@ -82,7 +83,7 @@ static void refresh(const struct live_opts *o, long iteration, int last)
 	out_char(out, '\n');
 	snprintf(said, sizeof(said), "%s/info", o->dir);
 	/* Until the recorder's summary is there, files may be half written. */
-	if (access(said, F_OK) || trace_open(&t, o->dir, !trace_finished(o->dir))) {
+	if (access(said, F_OK) || trace_open(&t, o->dir, o->open_flags | (trace_finished(o->dir) ? 0 : TRACE_OPEN_QUIET))) {
 		if (!access(said, F_OK))
 			trace_close(&t); /* what it had mapped before it failed */
 		out_str(out, "  (no trace yet)\n");
@@ -163,8 +164,9 @@ static int follow(struct live_opts *o, pid_t child)
 }
 
 static const char live_usage[] =
-	"usage: ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] DIR\n"
-	"       ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] -- PROG [ARGS...]\n";
+	"usage: ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] [--raw-names] DIR\n"
+	"       ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] [--raw-names]\n"
+	"                  -- PROG [ARGS...]\n";
 
 int trace_cmd_live(int argc, char **argv)
 {
@@ -173,6 +175,7 @@ int trace_cmd_live(int argc, char **argv)
 		{ "iterations", required_argument, NULL, 'I' },
 		{ "rows", required_argument, NULL, 'n' },
 		{ "sort", required_argument, NULL, 's' },
+		{ "raw-names", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -202,6 +205,9 @@ int trace_cmd_live(int argc, char **argv)
 		case 's':
 			if (stats_key_parse(optarg, &o.key))
 				return trace_usage_error("live: unknown sort key '%s'", optarg);
+			break;
+		case 'r':
+			o.open_flags |= TRACE_OPEN_RAW_NAMES;
 			break;
 		case 'h':
 			return fputs(live_usage, stdout), 0;

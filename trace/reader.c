@@ -153,6 +153,26 @@ static uint64_t func_key(const struct trace *t, uint32_t i)
 	return func_hash_of(f->addr, f->mod, f->sym);
 }
 
+/* GCC's C++ demangler, from libsupc++.a (docs/dependencies.md): callable
+ * from C, and it pulls in nothing but libc. */
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+/* The name a user reads: a C++ name ("_Z...") demangled, unless the
+ * viewer was asked for raw names; others as they are. */
+static uint32_t display_sym(struct trace *t, const char *name)
+{
+	char *demangled;
+	uint32_t sym;
+	int status = -1;
+
+	if (t->raw_names || strncmp(name, "_Z", 2))
+		return trace_sym(t, name);
+	demangled = __cxa_demangle(name, NULL, NULL, &status);
+	sym = trace_sym(t, status == 0 && demangled ? demangled : name);
+	free(demangled);
+	return sym;
+}
+
 /* A function is its entry address, module and name (the same in a forked
  * child as in its parent, so both share one). */
 static uint32_t trace_func(struct trace *t, uint64_t addr, const char *module, const char *name)
@@ -162,7 +182,7 @@ static uint32_t trace_func(struct trace *t, uint64_t addr, const char *module, c
 	size_t j;
 
 	if (*name) {
-		sym = trace_sym(t, name);
+		sym = display_sym(t, name);
 	} else {
 		const char *base = strrchr(module, '/');
 
@@ -535,12 +555,13 @@ static void find_first_ns(struct trace *t)
 		}
 }
 
-int trace_open(struct trace *t, const char *dir, int quiet)
+int trace_open(struct trace *t, const char *dir, unsigned flags)
 {
 	struct stat st;
 
 	memset(t, 0, sizeof(*t));
-	t->quiet = quiet;
+	t->quiet = !!(flags & TRACE_OPEN_QUIET);
+	t->raw_names = !!(flags & TRACE_OPEN_RAW_NAMES);
 	t->dir = xstrdup(dir);
 	if (stat(dir, &st))
 		return trace_error("%s: %s", dir, strerror(errno));

@@ -86,15 +86,22 @@ struct trace {
 	size_t nimages;
 	struct trace_func *funcs;
 	size_t nfuncs, funcs_cap;
-	char **syms; /* display names: the function's name, or 0xADDR@module */
+	char **syms; /* display names: the function's name (C++ demangled), or 0xADDR@module */
 	size_t nsyms, syms_cap;
 	struct trace_hash func_hash, sym_hash;
 	uint64_t warnings; /* cut files, unknown site ids ... said on stderr */
 	int quiet;         /* live: a file being written is not cut short */
+	int raw_names;     /* C++ names as the sites file has them, not demangled */
 };
 
-/* Opens DIR, or says why not on stderr and returns -1. */
-int trace_open(struct trace *t, const char *dir, int quiet);
+enum trace_open_flags {
+	TRACE_OPEN_QUIET = 1,     /* live: files still being written */
+	TRACE_OPEN_RAW_NAMES = 2, /* --raw-names: no demangling */
+};
+
+/* Opens DIR (FLAGS: enum trace_open_flags), or says why not on stderr and
+ * returns -1. */
+int trace_open(struct trace *t, const char *dir, unsigned flags);
 void trace_close(struct trace *t);
 
 /* Interns a display name (also for marks such as "[signal 10]"). */

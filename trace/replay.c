@@ -32,6 +32,8 @@ struct replay {
 	uint32_t *name_len; /* per sym, so that no line needs a strlen */
 	uint32_t *name_at;  /* per sym: where its name is in `names` */
 	char *names;        /* every name, 16 bytes of slack at the end */
+	uint8_t *has_args;  /* per func: a demangled C++ name, "f(int)": no "()" added */
+	size_t nfuncs;
 	size_t nnames;
 	size_t tid_len;
 	/* " [  1234] | " and the indentation of up to PREFIX_DEPTH levels:
@@ -53,6 +55,18 @@ static void line_start(struct replay *r, int64_t dur, int has_dur, uint32_t vdep
 		out_mem(r->o, r->prefix, r->tid_len);
 		out_fill(r->o, ' ', 2 * (size_t)vdepth);
 	}
+}
+
+/* What follows a function's name in its line: "()" and then TAIL, or TAIL
+ * alone after a C++ name with its own "(...)".  Both are 8-byte readable
+ * literals, as fast_line wants them. */
+#define CALL_TEXT(r, f, tail) \
+	(takes_args(r, f) ? tail "\0\0\0\0\0\0\0" : "()" tail "\0\0\0\0\0\0\0")
+#define CALL_LEN(r, f, tail) (sizeof(tail) - 1 + (takes_args(r, f) ? 0 : 2))
+
+static inline int takes_args(const struct replay *r, const struct tree_frame *f)
+{
+	return f->func < r->nfuncs && r->has_args[f->func];
 }
 
 static void out_name(struct replay *r, struct trace *t, const struct tree_frame *f)
@@ -111,14 +125,15 @@ static inline TREE_INLINE void open_parent(struct tree_walk *w, size_t top)
 	if ((p->user & (PENDING | SHOWN)) != (PENDING | SHOWN))
 		return;
 	p->user &= ~PENDING;
-	if (fast_line(r, w->trace, p, -1, vdepth_of(p) - 1, NO_TEXT, 0, "() {\n\0\0\0", 5))
+	if (fast_line(r, w->trace, p, -1, vdepth_of(p) - 1, NO_TEXT, 0, CALL_TEXT(r, p, " {\n"),
+		      CALL_LEN(r, p, " {\n")))
 		return;
 	line_start(r, 0, 0, vdepth_of(p) - 1);
 	out_name(r, w->trace, p);
 	if (p->func == TRACE_NONE)
 		out_mem(r->o, " {\n", 3);
 	else
-		out_mem(r->o, "() {\n", 5);
+		out_mem(r->o, CALL_TEXT(r, p, " {\n"), CALL_LEN(r, p, " {\n"));
 }
 
 static int hides(const struct replay *r, struct trace *t, uint32_t sym)
@@ -177,7 +192,7 @@ static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_fra
 		return;
 	if (how != TREE_UNWOUND &&
 	    (f->user & PENDING ? fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
-					   NO_TEXT, 0, "();\n\0\0\0\0", 4)
+					   NO_TEXT, 0, CALL_TEXT(r, f, ";\n"), CALL_LEN(r, f, ";\n"))
 			       : fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
 					   "} /* \0\0\0", 5, " */\n\0\0\0\0", 4)))
 		return;
@@ -187,7 +202,7 @@ static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_fra
 		if (f->func == TRACE_NONE)
 			out_mem(r->o, " {}", 3);
 		else
-			out_mem(r->o, "();", 3);
+			out_mem(r->o, CALL_TEXT(r, f, ";"), CALL_LEN(r, f, ";"));
 		if (how == TREE_UNWOUND)
 			out_str(r->o, " /* unwound */");
 	} else {
@@ -211,7 +226,7 @@ static void replay_entry_only(struct tree_walk *w, uint32_t func, int64_t time)
 	open_parent(w, w->depth);
 	line_start(r, 0, 0, top_vdepth(w, w->depth));
 	out_str(r->o, w->trace->syms[sym]);
-	out_str(r->o, "(); /* entry only */\n");
+	out_str(r->o, r->has_args[func] ? "; /* entry only */\n" : "(); /* entry only */\n");
 }
 
 static void replay_lost(struct tree_walk *w, uint32_t count, int64_t time)
@@ -293,7 +308,7 @@ static int tid_wanted(const char *tids, uint32_t tid)
 }
 
 static const char replay_usage[] =
-	"usage: ftpad replay [-F GLOB]... [-N GLOB]... [--tid TID[,TID...]] DIR\n";
+	"usage: ftpad replay [-F GLOB]... [-N GLOB]... [--tid TID[,TID...]] [--raw-names] DIR\n";
 
 int trace_cmd_replay(int argc, char **argv)
 {
@@ -301,12 +316,14 @@ int trace_cmd_replay(int argc, char **argv)
 		{ "filter", required_argument, NULL, 'F' },
 		{ "notrace", required_argument, NULL, 'N' },
 		{ "tid", required_argument, NULL, 't' },
+		{ "raw-names", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	char **only = calloc((size_t)argc, sizeof(char *)), **hide = calloc((size_t)argc, sizeof(char *));
 	size_t nonly = 0, nhide = 0, i, j;
 	const char *tids = NULL;
+	unsigned open_flags = 0;
 	struct replay r = { 0 };
 	struct tree_walk w;
 	struct trace t;
@@ -321,6 +338,8 @@ int trace_cmd_replay(int argc, char **argv)
 			hide[nhide++] = optarg;
 		else if (c == 't')
 			tids = optarg;
+		else if (c == 'r')
+			open_flags |= TRACE_OPEN_RAW_NAMES;
 		else if (c == 'h')
 			return fputs(replay_usage, stdout), 0;
 		else
@@ -328,7 +347,7 @@ int trace_cmd_replay(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return trace_usage_error("replay: %s", "want one trace directory");
-	if (trace_open(&t, argv[optind], 0))
+	if (trace_open(&t, argv[optind], open_flags))
 		return 1;
 	r.o = out_open(NULL);
 	r.only = match_globs(&t, only, nonly);
@@ -345,6 +364,10 @@ int trace_cmd_replay(int argc, char **argv)
 	r.names = calloc(j + 16, 1);
 	for (i = 0; i < t.nsyms; i++)
 		memcpy(r.names + r.name_at[i], t.syms[i], r.name_len[i]);
+	r.nfuncs = t.nfuncs;
+	r.has_args = malloc(t.nfuncs + 1);
+	for (i = 0; i < t.nfuncs; i++)
+		r.has_args[i] = strchr(t.syms[t.funcs[i].sym], '(') != NULL;
 	tree_walk_init(&w, &t, &replay_ops, &r);
 	out_str(r.o, "# DURATION     TID     FUNCTION\n");
 	for (i = 0; i < t.nimages; i++)
@@ -367,6 +390,7 @@ int trace_cmd_replay(int argc, char **argv)
 	free(r.name_len);
 	free(r.name_at);
 	free(r.names);
+	free(r.has_args);
 	free(only);
 	free(hide);
 	trace_close(&t);

@@ -8,16 +8,18 @@
 #include "viewers.h"
 
 static const char report_usage[] =
-	"usage: ftpad report [-s total|self|calls|avg|max|name] DIR\n";
+	"usage: ftpad report [-s total|self|calls|avg|max|name] [--raw-names] DIR\n";
 
 int trace_cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "sort", required_argument, NULL, 's' },
+		{ "raw-names", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	enum stats_key key = KEY_TOTAL;
+	unsigned open_flags = 0;
 	struct stats_walk s;
 	struct tree_stats total;
 	struct trace t;
@@ -32,6 +34,8 @@ int trace_cmd_report(int argc, char **argv)
 		if (c == 's' && stats_key_parse(optarg, &key))
 			return trace_usage_error("report: unknown sort key '%s' (total, self, calls, "
 						 "avg, max, name)", optarg);
+		if (c == 'r')
+			open_flags |= TRACE_OPEN_RAW_NAMES;
 		if (c == 'h')
 			return fputs(report_usage, stdout), 0;
 		if (c == '?')
@@ -39,7 +43,7 @@ int trace_cmd_report(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return trace_usage_error("report: %s", "want one trace directory");
-	if (trace_open(&t, argv[optind], 0))
+	if (trace_open(&t, argv[optind], open_flags))
 		return 1;
 	stats_collect(&t, &s, &total);
 	n = stats_order(&t, &s, key, &order);
