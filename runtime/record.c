@@ -60,6 +60,7 @@ struct rthread {
 	struct rthread *next; /* all threads, for the final flush */
 	struct chunk *cur;
 	uint64_t lost;        /* dropped since its last LOST event */
+	uint64_t lost_since;  /* the clock at the first of those */
 	uint64_t events, dropped;
 	uint32_t depth;       /* frames open, as --depth counts them */
 	uint32_t *open_sp;    /* --depth: sp of the open frames 1..max_depth */
@@ -327,7 +328,8 @@ static bool filters_keep(struct rthread *t, unsigned kind, uint32_t sp, bool ent
  * LOST event. */
 static void count_drop(struct rthread *t)
 {
-	t->lost++;
+	if (!t->lost++)
+		t->lost_since = ftpad_trace_clock();
 	t->dropped++;
 }
 
@@ -694,12 +696,37 @@ static void copy_sites(const char *from_image)
 
 /* ---- start, fork, exec, end ---- */
 
+/* Drops of a thread that got no chunk again (budget spent, no free chunk)
+ * have no next event to precede: their LOST event ends its file, at the
+ * time the drops began, so that every drop is in the trace (16 bytes a
+ * thread beyond --size at most). */
+static void write_last_lost(void)
+{
+	pthread_mutex_lock(&write_lock);
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+		struct ftpad_event e = { t->lost_since, ftpad_event_what(FTPAD_EVENT_LOST, 0),
+					 (uint32_t)t->lost };
+
+		if (!t->lost || t->cur)
+			continue;
+		if (t->fd < 0)
+			open_events(t);
+		if (t->fd >= 0) {
+			write_all(t->fd, &e, sizeof(e));
+			bytes_written += sizeof(e);
+		}
+		t->lost = 0;
+	}
+	pthread_mutex_unlock(&write_lock);
+}
+
 /* Every thread's events, written now (at exit, exec). */
 static void flush_all(void)
 {
 	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
 		hand_over(t);
 	drain();
+	write_last_lost();
 }
 
 static void write_stats(void)
@@ -890,6 +917,8 @@ static void take_early(void)
 	t = self ? self : thread_start();
 	if (!t)
 		return;
+	if (dropped && !t->lost)
+		t->lost_since = ftpad_trace_clock();
 	t->lost += dropped, t->dropped += dropped;
 	for (size_t i = 0; i < n; i++) {
 		int64_t id = e[i].tid == me ? id_of(ftpad_site_by_entry(e[i].ip)) : -1;

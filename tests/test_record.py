@@ -231,10 +231,14 @@ def test_overflow_counts_every_dropped_event(prog, tmp_path, opts, env, monkeypa
     made = own["leaf"] + own["mid"] + 3  # and before_main, main, report
     assert dropped > 0 and events == image.events()
     assert events + dropped == made
-    # Every dropped event is in a LOST event, except those after the last chunk.
-    assert image.lost() <= dropped
+    # Every dropped event is in a LOST event, those after the thread's last
+    # chunk too (in the one LOST event that ends its file) ...
+    assert image.lost() == dropped
     if opts:
-        assert nbytes <= (1 << 20) + 64 * len(image.threads)
+        assert nbytes <= (1 << 20) + (64 + 16) * len(image.threads)
+    # ... and the viewers count them all.
+    said = run([FTPAD_BIN, "replay", tmp_path / "trace"]).stdout
+    assert sum(int(n) for n in re.findall(r"^# .* (\d+) LOST", said, re.M)) == dropped
 
 
 @pytest.mark.parametrize("args,message", [
