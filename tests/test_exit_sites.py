@@ -2,7 +2,7 @@
 """Exit sites (docs/format.md "Exit sites (version 2)", docs/gcc-plugin.md
 and docs/clang-pass.md "Exit sites") from both plugins, for every compiler
 the build made a plugin for (GCC 11 and 12, clang 13 to 16, x86_64 and
-aarch64: <build>/ftpad-plugins.txt, as test_compilers.py reads it).
+aarch64: <build>/ftpad-plugins.txt, as ftpadtest.COMPILERS reads it).
 
 Everything is checked from the real bytes of the linked program, by one
 check for every compiler: each return instruction of a padded function
