@@ -184,6 +184,8 @@ bool ftpad_sorted_has(const uintptr_t *v, size_t n, uintptr_t x) FTPAD_HIDDEN;
 void ftpad_log(enum ftpad_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3))) FTPAD_HIDDEN;
 #define ftpad_warn(...) ftpad_log(FTPAD_WARN, __VA_ARGS__)
+/* The calling thread's warnings go to keep (NULL: the log again). */
+void ftpad_log_capture(void (*keep)(const char *text)) FTPAD_HIDDEN;
 #define ftpad_info(...) ftpad_log(FTPAD_INFO, __VA_ARGS__)
 #define ftpad_debug(...) ftpad_log(FTPAD_DEBUG, __VA_ARGS__)
 
@@ -584,6 +586,22 @@ void ftpad_record_before_exec(void) FTPAD_HIDDEN;
 /* For sighooks.c: whether the recorder runs; a SIGNAL or SIGRETURN event. */
 bool ftpad_record_active(void) FTPAD_HIDDEN;
 void ftpad_record_signal(unsigned kind, int sig, uintptr_t sp) FTPAD_HIDDEN;
+/* attach.c's sessions: start one with the settings of req (kept by the
+ * caller until the stop): 0 and the sites known and enabled, or a negative
+ * errno (said through ftpad_warn() too), -EBUSY while a trace is being
+ * recorded; stop it, with its totals.  Whether a trace is being recorded. */
+struct ftpad_record_totals {
+	unsigned long long events, dropped, bytes;
+};
+int ftpad_record_session_start(const char *req, unsigned *sites,
+			       unsigned long *enabled) FTPAD_HIDDEN;
+void ftpad_record_session_stop(struct ftpad_record_totals *tot) FTPAD_HIDDEN;
+bool ftpad_record_busy(void) FTPAD_HIDDEN;
+/* The signal mask of the runtime's own threads (writer, attach control). */
+void ftpad_runtime_thread_mask(sigset_t *mask) FTPAD_HIDDEN;
+
+/* attach.c: the value of setting name in an attach request, or NULL. */
+const char *ftpad_request_value(const char *request, const char *name) FTPAD_HIDDEN;
 
 /* early.c: very early tracing (FTPAD_EARLY). */
 struct ftpad_early_entry {

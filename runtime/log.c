@@ -27,6 +27,14 @@ static int default_print(enum ftpad_log_level level, const char *fmt, va_list ap
 
 static ftpad_print_fn_t print_fn = default_print;
 
+/* This thread's warnings go to keep instead (attach.c: to the tool). */
+static __thread void (*capture)(const char *text);
+
+void ftpad_log_capture(void (*keep)(const char *text))
+{
+	capture = keep;
+}
+
 ftpad_print_fn_t ftpad_set_print(ftpad_print_fn_t fn)
 {
 	ftpad_print_fn_t old = print_fn;
@@ -40,6 +48,15 @@ void ftpad_log(enum ftpad_log_level level, const char *fmt, ...)
 	ftpad_print_fn_t fn = print_fn;
 	va_list ap;
 
+	if (capture && level == FTPAD_WARN) {
+		char text[512];
+
+		va_start(ap, fmt);
+		vsnprintf(text, sizeof(text), fmt, ap);
+		va_end(ap);
+		capture(text);
+		return;
+	}
 	if (!fn)
 		return;
 	va_start(ap, fmt);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * record.c - the recorder: binary events into a trace directory
- * (docs/format.md "The trace directory", <ftpad_trace.h>), started from
- * the environment that `ftpad record` sets:
+ * (docs/format.md "The trace directory", <ftpad_trace.h>), started once
+ * from the environment that `ftpad record` sets, or in sessions that
+ * `ftpad attach` starts and stops (attach.c), whose request holds the same
+ * settings:
  *
  *   FTPAD_RECORD=DIR            the trace directory (made by `ftpad record`)
  *   FTPAD_RECORD_FILTER=globs   record these functions (default: all)
@@ -16,6 +18,7 @@
  *   FTPAD_RECORD_IMAGE=pid.n    set by the recorder itself: the image this
  *                               process writes, so an exec'ed program
  *                               continues into pid.(n+1) (exec_from=)
+ *   FTPAD_RECORD_EXITS=0|1      attach only: exit events too (default 1)
  *
  * Hot path (record_event()): the thread's current chunk, in initial-exec
  * TLS, gets one 16-byte event: no lock, no system call.  A full chunk is
@@ -72,9 +75,23 @@ struct rthread {
 
 static char dir[PATH_MAX];  /* FTPAD_RECORD */
 static char image[64];      /* "<pid>.<n>" */
-static int started;
+static int started;         /* a trace is being recorded (or was, till exit) */
 static int stopping;        /* atomic: no more events */
+static int ended;           /* atomic: the trace's end is written */
 static struct ftpad_ops record_ops;
+
+/* The settings: the attach request of the session (NAME=VALUE\0...\0\0),
+ * or the environment when there is none.  bad_setting: one had a value
+ * that is not a number, which fails an attach (the environment's gets
+ * the default and a warning, as always). */
+static const char *request;
+static bool bad_setting;
+/* Session ends (stop, exit, fork) one at a time; a second one finds it
+ * ended. */
+static pthread_mutex_t end_lock = PTHREAD_MUTEX_INITIALIZER;
+/* atomic: threads in ftpad_record_signal() or a thread's exit hand-over,
+ * which no unregistering waits for: a stop waits for them instead. */
+static int outside_ops;
 
 static size_t chunk_events = 4096, nchunks = 64;
 static char *pool;          /* nchunks chunks of chunk_size bytes */
@@ -183,9 +200,14 @@ static void forget_thread_at_exit(void *arg)
 {
 	struct rthread *t = arg;
 
-	t->busy++;
-	hand_over(t);
-	t->busy--;
+	/* A stop hands every thread's chunk over itself: not both at once. */
+	__atomic_add_fetch(&outside_ops, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&stopping, __ATOMIC_SEQ_CST)) {
+		t->busy++;
+		hand_over(t);
+		t->busy--;
+	}
+	__atomic_sub_fetch(&outside_ops, 1, __ATOMIC_RELEASE);
 }
 
 static struct rthread *thread_start(void)
@@ -566,21 +588,32 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The program's signals are not the runtime's threads' (the writer's, the
+ * attach control thread's); but the patch protocol needs SIGTRAP (x86_64
+ * int3) and the stop signal (aarch64 MOVs) to reach every thread, or it
+ * refuses sites it cannot write without them (exit sites may cross a cache
+ * line), and faults stay faults.
+ */
+void ftpad_runtime_thread_mask(sigset_t *mask)
+{
+	const int open_signals[] = { SIGTRAP, FTPAD_STOP_SIGNAL, SIGSEGV, SIGBUS, SIGILL, SIGFPE };
+
+	sigfillset(mask);
+	for (size_t i = 0; i < sizeof(open_signals) / sizeof(open_signals[0]); i++)
+		sigdelset(mask, open_signals[i]);
+}
+
+static int writer_running;
+
 static void start_writer(void)
 {
 	sigset_t all, old;
 
-	/* The program's signals are not the writer's; but the patch protocol
-	 * needs SIGTRAP (x86_64 int3) and the stop signal (aarch64 MOVs) to
-	 * reach every thread, or it refuses sites it cannot write without
-	 * them (exit sites may cross a cache line), and faults stay faults. */
-	const int open_signals[] = { SIGTRAP, FTPAD_STOP_SIGNAL, SIGSEGV, SIGBUS, SIGILL, SIGFPE };
-
-	sigfillset(&all);
-	for (size_t i = 0; i < sizeof(open_signals) / sizeof(open_signals[0]); i++)
-		sigdelset(&all, open_signals[i]);
+	ftpad_runtime_thread_mask(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&writer, NULL, writer_main, NULL))
+	writer_running = !pthread_create(&writer, NULL, writer_main, NULL);
+	if (!writer_running)
 		ftpad_warn("ftpad: error: cannot start the trace writer; events are written at exit\n");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -675,7 +708,10 @@ static int make_image(const char *how, const char *from)
 	if (sites_fd >= 0)
 		close(sites_fd);
 	sites_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	setenv("FTPAD_RECORD_IMAGE", image, 1);
+	/* An exec continues `ftpad record`'s trace; an attach session's ends
+	 * there (nor would setenv() on its thread be safe for the program). */
+	if (!request)
+		setenv("FTPAD_RECORD_IMAGE", image, 1);
 	return sites_fd < 0 ? -1 : 0;
 }
 
@@ -729,41 +765,103 @@ static void flush_all(void)
 	write_last_lost();
 }
 
-static void write_stats(void)
+static void count_totals(struct ftpad_record_totals *tot)
 {
-	struct ftpad_stats st = { .sz = sizeof(st) };
-	uint64_t events = 0, dropped = 0;
+	tot->events = tot->dropped = 0;
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
+		tot->events += t->events, tot->dropped += t->dropped;
+	pthread_mutex_lock(&write_lock);
+	tot->bytes = bytes_written;
+	pthread_mutex_unlock(&write_lock);
+}
+
+/* The image's end: its totals (its `enabled` counts the sites enabled
+ * now, so a stop calls this before its sites go off). */
+static void write_stats(const struct ftpad_stats *st)
+{
+	struct ftpad_record_totals tot;
 	char text[256];
 
-	for (struct rthread *t = threads; t; t = t->next)
-		events += t->events, dropped += t->dropped;
-	ftpad_get_stats(&st);
-	pthread_mutex_lock(&write_lock);
+	count_totals(&tot);
 	snprintf(text, sizeof(text), "sites=%u\nenabled=%lu\nevents=%llu\ndropped=%llu\nbytes=%llu\n",
-		 next_id, st.enabled, (unsigned long long)events, (unsigned long long)dropped,
-		 (unsigned long long)bytes_written);
-	pthread_mutex_unlock(&write_lock);
+		 next_id, st->enabled, (unsigned long long)tot.events,
+		 (unsigned long long)tot.dropped, (unsigned long long)tot.bytes);
 	append_image(text);
 	clock_sync();
 }
 
-static int ended;
+/* No more events: wait for the threads that record outside the ops (a
+ * signal's bracket, a thread's exit), which no unregistering waits for.
+ * Bounded: a thread stopped there for a second loses its event. */
+static void stop_events(void)
+{
+	__atomic_store_n(&stopping, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < 1000 && __atomic_load_n(&outside_ops, __ATOMIC_SEQ_CST); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+}
 
 static void record_end(void)
 {
-	if (!started || __atomic_exchange_n(&ended, 1, __ATOMIC_ACQ_REL))
-		return;
-	/* Threads still running stop adding events first, so that no chunk
-	 * is written to while it is handed over (one already inside
-	 * record_event() may still finish its event: a narrow window). */
-	__atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
-	flush_all();
-	write_stats();
+	struct ftpad_stats st = { .sz = sizeof(st) };
+
+	pthread_mutex_lock(&end_lock);
+	if (started && !__atomic_exchange_n(&ended, 1, __ATOMIC_ACQ_REL)) {
+		/* Threads still running stop adding events first, so that no
+		 * chunk is written to while it is handed over (one already
+		 * inside record_event() may still finish its event: a narrow
+		 * window). */
+		ftpad_get_stats(&st);
+		stop_events();
+		flush_all();
+		write_stats(&st);
+	}
+	pthread_mutex_unlock(&end_lock);
 }
 
 __attribute__((destructor(101))) static void record_stop(void)
 {
 	record_end();
+}
+
+/* The files of a trace that ended, closed, so that the next session's
+ * trace gets its own. */
+static void close_trace_files(void)
+{
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
+		if (t->fd >= 0)
+			close(t->fd), t->fd = -1;
+	if (sites_fd >= 0)
+		close(sites_fd), sites_fd = -1;
+}
+
+/*
+ * attach.c: the end of a session.  The sites go off first (unregistering
+ * waits until no callback runs any more); then every buffer is written,
+ * the image ended as at exit, and the writer joined.  If the process's
+ * exit (or a fork's child) ended the trace first, only the totals.
+ */
+void ftpad_record_session_stop(struct ftpad_record_totals *tot)
+{
+	struct ftpad_stats st = { .sz = sizeof(st) };
+
+	pthread_mutex_lock(&end_lock);
+	if (started && !__atomic_load_n(&ended, __ATOMIC_ACQUIRE)) {
+		ftpad_get_stats(&st);
+		ftpad_unregister_ops(&record_ops);
+		stop_events();
+		if (writer_running)
+			pthread_join(writer, NULL);
+		writer_running = 0;
+		flush_all();
+		write_stats(&st);
+		__atomic_store_n(&ended, 1, __ATOMIC_RELEASE);
+	}
+	count_totals(tot);
+	if (started)
+		close_trace_files();
+	started = 0;
+	request = NULL;
+	pthread_mutex_unlock(&end_lock);
 }
 
 /* --depth in a forked child: the forking thread's frames are still open. */
@@ -777,6 +875,31 @@ static void keep_depth(const struct rthread *forker)
 	memcpy(t->open_sp, forker->open_sp, max_depth * sizeof(t->open_sp[0]));
 }
 
+/*
+ * The child of an attached process: no control thread came with it, so it
+ * leaves the session at once.  Its sites go back to NOPs (in its own copy
+ * of the text), it writes nothing (its parent's buffers are the parent's)
+ * and it can be attached to on its own.  If the fork came from inside a
+ * callback or while libftpad was patching, the sites cannot be written
+ * here: they stay, calling a recorder that records nothing.
+ */
+static void leave_session_in_child(void)
+{
+	__atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
+	outside_ops = 0;
+	ftpad_unregister_ops_timeout(&record_ops, 1000);
+	full_head = NULL;
+	for (struct rthread *t = threads; t; t = t->next)
+		t->cur = NULL;
+	pthread_mutex_init(&write_lock, NULL);
+	pthread_mutex_init(&end_lock, NULL);
+	mods_lock = 0;
+	writer_running = 0;
+	close_trace_files();
+	started = 0;
+	request = NULL;
+}
+
 static void after_fork_child(void)
 {
 	char parent[sizeof(image)];
@@ -784,6 +907,10 @@ static void after_fork_child(void)
 
 	if (!started || ended)
 		return;
+	if (request) {
+		leave_session_in_child();
+		return;
+	}
 	/* The parent's buffered events are the parent's: forget them. */
 	full_head = NULL;
 	free_head = 0;
@@ -826,18 +953,26 @@ static void name_image(const char **how, char *from, size_t size)
 	snprintf(image, sizeof(image), "%d.0", getpid());
 }
 
-static size_t env_size(const char *name, size_t def, size_t min)
+/* A setting of this session: its attach request's, or the environment's. */
+static const char *setting(const char *name)
 {
-	const char *v = getenv(name);
+	return request ? ftpad_request_value(request, name) : getenv(name);
+}
+
+static size_t setting_size(const char *name, size_t def, size_t min)
+{
+	const char *v = setting(name);
 	char *end;
 	unsigned long long n;
 
 	if (!v || !*v)
 		return def;
+	errno = 0;
 	n = strtoull(v, &end, 10);
-	if (*end || n < min) {
+	if (*end || n < min || errno || *v == '-') {
 		ftpad_warn("ftpad: error: %s='%s' is not a number >= %zu; using %zu\n", name, v,
 			   min, def);
+		bad_setting = true;
 		return def;
 	}
 	return n;
@@ -872,29 +1007,67 @@ static void set_filters(void)
 {
 	size_t ns;
 
-	max_depth = env_size("FTPAD_RECORD_DEPTH", 0, 1);
+	max_depth = setting_size("FTPAD_RECORD_DEPTH", 0, 1);
 	if (max_depth > 1u << 20)
 		max_depth = 1u << 20;
-	ns = env_size("FTPAD_RECORD_TIME_FILTER", 0, 1);
+	ns = setting_size("FTPAD_RECORD_TIME_FILTER", 0, 1);
+	min_ticks = 0;
 	if (ns && !(min_ticks = (uint64_t)(ns * ticks_per_ns())))
 		min_ticks = 1;
 }
 
+/* The chunks, every one free; a session after another reuses the pool of
+ * the one before when its size is the same. */
 static bool set_pool(void)
 {
-	chunk_events = env_size("FTPAD_RECORD_CHUNK", 4096, 2);
-	nchunks = env_size("FTPAD_RECORD_CHUNKS", 64, 1);
-	budget = env_size("FTPAD_RECORD_SIZE", UINT64_MAX, 0);
-	chunk_size = (sizeof(struct chunk) + chunk_events * sizeof(struct ftpad_event) + 63) & ~63ul;
-	pool = mmap(NULL, chunk_size * nchunks, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (pool == MAP_FAILED) {
-		ftpad_warn("ftpad: error: no memory for the trace buffers; not recording\n");
-		return false;
+	size_t events = setting_size("FTPAD_RECORD_CHUNK", 4096, 2);
+	size_t n = setting_size("FTPAD_RECORD_CHUNKS", 64, 1);
+	size_t size = (sizeof(struct chunk) + events * sizeof(struct ftpad_event) + 63) & ~63ul;
+
+	budget = setting_size("FTPAD_RECORD_SIZE", UINT64_MAX, 0);
+	if (pool && (size != chunk_size || n != nchunks)) {
+		munmap(pool, chunk_size * nchunks);
+		pool = NULL;
 	}
+	chunk_events = events, nchunks = n, chunk_size = size;
+	if (!pool) {
+		pool = mmap(NULL, chunk_size * nchunks, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (pool == MAP_FAILED) {
+			pool = NULL;
+			ftpad_warn("ftpad: error: no memory for the trace buffers; not recording\n");
+			return false;
+		}
+	}
+	free_head = 0;
+	full_head = NULL;
+	reserved = 0;
 	for (size_t i = nchunks; i-- > 0;) {
 		chunk_at(i)->index = i;
 		put_free(chunk_at(i));
+	}
+	return true;
+}
+
+/*
+ * A session after another: the threads met before start from zero, with
+ * room for this session's --depth (none of them records until the ops is
+ * registered; their chunks went back with the pool).
+ */
+static bool reset_threads(void)
+{
+	for (struct rthread *t = threads; t; t = t->next) {
+		t->cur = NULL;
+		t->lost = t->events = t->dropped = 0;
+		t->depth = 0;
+		t->fd = -1;
+		if (!max_depth)
+			continue;
+		if (t->open_sp)
+			ftpad_free(t->open_sp);
+		t->open_sp = ftpad_alloc(max_depth * sizeof(t->open_sp[0]));
+		if (!t->open_sp)
+			return false;
 	}
 	return true;
 }
@@ -945,61 +1118,151 @@ static void register_modules(void)
 		module_base(list[n]);
 }
 
-void ftpad_record_start(void)
+/* Once per process, at its first start: what every session shares. */
+static int setup_once(void)
 {
-	const char *env = getenv("FTPAD_RECORD"), *how, *filter, *notrace;
-	char from[64];
-	int err = 0;
+	static bool done;
 
-	if (!env || !*env || started)
-		return;
-	if (strlen(env) >= sizeof(dir) - 64) {
-		ftpad_warn("ftpad: error: FTPAD_RECORD is too long; not recording\n");
-		return;
-	}
-	strcpy(dir, env);
-	name_image(&how, from, sizeof(from));
-	set_filters();
-	if (pthread_key_create(&thread_key, forget_thread_at_exit) || !set_pool() ||
-	    make_image(how, from))
-		return;
-	if (!how)
-		create_info();
-	if (!how)
-		append_file("info",
-#if defined(__x86_64__)
-			    "arch=x86_64\nclock=tsc\n"
-#else
-			    "arch=aarch64\nclock=cntvct\n"
-#endif
-		);
-	clock_sync();
-	started = 1;
+	if (done)
+		return 0;
+	if (pthread_key_create(&thread_key, forget_thread_at_exit))
+		return -EAGAIN;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	atexit(record_end);
-	ftpad_load_symbols_eagerly();
+	done = true;
+	return 0;
+}
+
+static void write_info_head(void)
+{
+	create_info();
+	append_file("info",
+#if defined(__x86_64__)
+		    "arch=x86_64\nclock=tsc\n"
+#else
+		    "arch=aarch64\nclock=cntvct\n"
+#endif
+	);
+}
+
+static int register_record_ops(bool exits)
+{
+	const char *filter = setting("FTPAD_RECORD_FILTER");
+	const char *notrace = setting("FTPAD_RECORD_NOTRACE");
+	int err = 0;
+
 	record_ops.func = record_entry;
-	record_ops.exit_func = record_exit;
+	/* Entries only: with no exit callback, no exit site is patched. */
+	record_ops.exit_func = exits ? record_exit : NULL;
 	record_ops.flags = FTPAD_OPS_FL_RECURSION;
-	filter = getenv("FTPAD_RECORD_FILTER");
-	notrace = getenv("FTPAD_RECORD_NOTRACE");
-	if (filter && *filter)
-		err = ftpad_set_filter(&record_ops, filter, 1);
-	if (!err && notrace && *notrace)
-		err = ftpad_set_notrace(&record_ops, notrace, 1);
+	/* Reset, as a session's may follow another's; no glob: every site. */
+	err = ftpad_set_filter(&record_ops, filter ? filter : "", 1);
+	if (!err)
+		err = ftpad_set_notrace(&record_ops, notrace ? notrace : "", 1);
 	if (!err)
 		err = ftpad_register_ops(&record_ops);
-	if (err) {
+	if (err)
 		ftpad_warn("ftpad: error: cannot start recording into '%s': %s\n", dir,
 			   ftpad_strerror(err));
-		return;
+	return err;
+}
+
+/*
+ * Start a trace into trace_dir, image already named (how/from: how it
+ * continues another one); the settings come from setting().  0, or a
+ * negative errno, said through ftpad_warn() too; registering failed
+ * leaves the trace started, with nothing patched.
+ */
+static int begin(const char *trace_dir, const char *how, const char *from, bool exits)
+{
+	int err;
+
+	if (strlen(trace_dir) >= sizeof(dir) - 64) {
+		ftpad_warn("ftpad: error: FTPAD_RECORD is too long; not recording\n");
+		return -ENAMETOOLONG;
 	}
+	strcpy(dir, trace_dir);
+	bad_setting = false;
+	set_filters();
+	err = setup_once();
+	if (!err && !set_pool())
+		err = -ENOMEM;
+	if (!err && bad_setting && request)
+		err = -EINVAL;
+	if (!err && !reset_threads())
+		err = -ENOMEM;
+	if (!err && make_image(how, from))
+		err = errno ? -errno : -EIO;
+	if (err)
+		return err;
+	if (!how)
+		write_info_head();
+	clock_sync();
+	__atomic_store_n(&stopping, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ended, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&started, 1, __ATOMIC_RELEASE);
+	ftpad_load_symbols_eagerly();
+	err = register_record_ops(exits);
+	if (err)
+		return err;
 	register_modules();
 	take_early();
 	/* After the first patching: a thread being created has every signal
 	 * blocked for a moment, and a site patched through int3 would then be
 	 * refused. */
 	start_writer();
+	return 0;
+}
+
+/* From the start-up: `ftpad record`'s trace, if FTPAD_RECORD names one. */
+void ftpad_record_start(void)
+{
+	const char *env = getenv("FTPAD_RECORD"), *how;
+	char from[64];
+
+	if (!env || !*env || started)
+		return;
+	name_image(&how, from, sizeof(from));
+	begin(env, how, from, true);
+}
+
+/*
+ * attach.c: a session of `ftpad attach`, whose request (kept by the caller
+ * until the stop) gives the settings.  -EBUSY when a trace is being
+ * recorded.  On an error nothing stays patched nor started.
+ */
+int ftpad_record_session_start(const char *req, unsigned *sites, unsigned long *enabled)
+{
+	struct ftpad_stats st = { .sz = sizeof(st) };
+	const char *exits;
+	int err = -EBUSY;
+
+	pthread_mutex_lock(&end_lock);
+	if (started)
+		goto out;
+	request = req;
+	exits = setting("FTPAD_RECORD_EXITS");
+	snprintf(image, sizeof(image), "%d.0", getpid());
+	err = begin(setting("FTPAD_RECORD"), NULL, NULL, !exits || strcmp(exits, "0"));
+	if (err) {
+		__atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
+		close_trace_files();
+		__atomic_store_n(&started, 0, __ATOMIC_RELEASE);
+		request = NULL;
+		goto out;
+	}
+	ftpad_get_stats(&st);
+	*sites = next_id;
+	*enabled = st.enabled;
+out:
+	pthread_mutex_unlock(&end_lock);
+	return err;
+}
+
+/* Whether a trace is being recorded: `ftpad record`'s, or a session. */
+bool ftpad_record_busy(void)
+{
+	return __atomic_load_n(&started, __ATOMIC_ACQUIRE);
 }
 
 /* exechooks.c (libftpad.so only): before an exec, write every buffer, so
@@ -1014,13 +1277,18 @@ void ftpad_record_before_exec(void)
 
 bool ftpad_record_active(void)
 {
-	return started && !__atomic_load_n(&stopping, __ATOMIC_RELAXED);
+	return __atomic_load_n(&started, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&stopping, __ATOMIC_RELAXED);
 }
 
 /* sighooks.c: a handler starts or returns; sp: the wrapper's frame, below
  * the interrupted one and above the handler's calls. */
 void ftpad_record_signal(unsigned kind, int sig, uintptr_t sp)
 {
-	if (started)
+	/* Counted, so that a stop waits for the event (stop_events()). */
+	__atomic_add_fetch(&outside_ops, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&started, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&stopping, __ATOMIC_SEQ_CST))
 		record_event(kind, (uint32_t)sig, (uint32_t)sp, false);
+	__atomic_sub_fetch(&outside_ops, 1, __ATOMIC_RELEASE);
 }
