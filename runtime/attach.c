@@ -192,7 +192,16 @@ static void keep_message(const char *text)
 			*p = ' ';
 }
 
-static void run_session(int fd, const char *request)
+/* The session is over: a new attach may come as soon as the tool has
+ * read the last line, before this thread has closed its socket. */
+static void release_session(char *request)
+{
+	session_request = NULL;
+	ftpad_free(request);
+	__atomic_store_n(&session_claimed, 0, __ATOMIC_RELEASE);
+}
+
+static void run_session(int fd, char *request)
 {
 	struct ftpad_record_totals tot;
 	char line[sizeof(start_messages) + 64];
@@ -209,6 +218,7 @@ static void run_session(int fd, const char *request)
 	if (err) {
 		snprintf(line, sizeof(line), "error %d %s\n", -err,
 			 *start_messages ? start_messages : ftpad_strerror(err));
+		release_session(request);
 		send_line(fd, line);
 		return;
 	}
@@ -218,6 +228,7 @@ static void run_session(int fd, const char *request)
 	ftpad_record_session_stop(&tot);
 	snprintf(line, sizeof(line), "stopped events=%llu dropped=%llu bytes=%llu\n", tot.events,
 		 tot.dropped, tot.bytes);
+	release_session(request);
 	send_line(fd, line);
 }
 
@@ -226,8 +237,6 @@ static void run_session(int fd, const char *request)
  * request stays mapped (record.c's own fork handler may still look). */
 static void forget_session_in_child(void)
 {
-	if (!__atomic_load_n(&session_claimed, __ATOMIC_ACQUIRE))
-		return;
 	if (session_fd >= 0)
 		close(session_fd);
 	session_fd = -1;
@@ -243,7 +252,7 @@ static void install_fork_handler(void)
 static void *control_main(void *arg)
 {
 	static pthread_once_t fork_handler = PTHREAD_ONCE_INIT;
-	const char *request = arg;
+	char *request = arg;
 	int fd;
 
 	prctl(PR_SET_NAME, "ftpad-attach");
@@ -252,15 +261,15 @@ static void *control_main(void *arg)
 	if (fd < 0) {
 		ftpad_info("ftpad: attach: cannot connect to the tool's socket: %s\n",
 			   strerror(errno));
-	} else {
-		__atomic_store_n(&session_fd, fd, __ATOMIC_RELEASE);
-		run_session(fd, request);
-		__atomic_store_n(&session_fd, -1, __ATOMIC_RELEASE);
-		close(fd);
+		release_session(request);
+		return NULL;
 	}
-	session_request = NULL;
-	ftpad_free(arg);
-	__atomic_store_n(&session_claimed, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&session_fd, fd, __ATOMIC_RELEASE);
+	run_session(fd, request);
+	/* Unless a new session's socket took its place already. */
+	__atomic_compare_exchange_n(&session_fd, &(int){ fd }, -1, false, __ATOMIC_ACQ_REL,
+				    __ATOMIC_RELAXED);
+	close(fd);
 	return NULL;
 }
 

@@ -580,7 +580,6 @@ static void *writer_main(void *arg)
 	const struct timespec pause = { 0, 2000000 };
 
 	(void)arg;
-	prctl(PR_SET_NAME, "ftpad-writer");
 	while (!__atomic_load_n(&stopping, __ATOMIC_RELAXED)) {
 		drain();
 		nanosleep(&pause, NULL);
@@ -613,7 +612,9 @@ static void start_writer(void)
 	ftpad_runtime_thread_mask(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	writer_running = !pthread_create(&writer, NULL, writer_main, NULL);
-	if (!writer_running)
+	if (writer_running) /* named before the start is answered */
+		pthread_setname_np(writer, "ftpad-writer");
+	else
 		ftpad_warn("ftpad: error: cannot start the trace writer; events are written at exit\n");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -1191,6 +1192,10 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 		err = -EINVAL;
 	if (!err && !reset_threads())
 		err = -ENOMEM;
+	/* Its own site ids and byte count: a new trace directory. */
+	nmods = next_id = 0;
+	mods_lock = 0;
+	bytes_written = 0;
 	if (!err && make_image(how, from))
 		err = errno ? -errno : -EIO;
 	if (err)
