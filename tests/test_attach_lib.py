@@ -294,9 +294,13 @@ def text_base(pid):
 
 def test_busy_during_a_session_and_under_ftpad_record(prog_of, tmp_path, progs):
     prog = prog_of("linked")
-    tool, _ = start_session(prog, tmp_path)
+    # The second call comes before the first's thread has even connected.
+    (tmp_path / "trace").mkdir()
+    tool = Tool(tmp_path / "trace")
+    assert prog.cmd("attach2 " + tool.request().hex()) == "ret 0 -16"  # -EBUSY
+    assert STARTED.match(tool.accept())
     other = Tool(tmp_path)
-    assert prog.attach(other.request()) == -16  # -EBUSY
+    assert prog.attach(other.request()) == -16
     prog.run(2)
     tool.stop()
     assert report_calls(tool.dir) == {"work_a": 6, "work_b": 6}

@@ -11,6 +11,7 @@
  *   run N        every worker calls work_a() and work_b() N times each,
  *                then parks: "ran a=A b=B" (the totals so far)
  *   attach HEX   ftpad_attach_start(the request's bytes): "ret R"
+ *   attach2 HEX  the same twice in a row: "ret R1 R2"
  *   mask         this thread's signal mask and the SIGUSR1s handled:
  *                "mask M usr1=U"
  *   fork N       a child calls work_a() N times, says "child PID a=N" on
@@ -95,7 +96,7 @@ HARNESS static void run_round(unsigned long n)
 	pthread_mutex_unlock(&lock);
 }
 
-HARNESS static int attach(const char *hex)
+HARNESS static int attach(const char *hex, int times)
 {
 	size_t len = strlen(hex) / 2;
 	char *request = calloc(len + 2, 1);
@@ -116,6 +117,8 @@ HARNESS static int attach(const char *hex)
 #endif
 	int ret = start(request);
 
+	if (times == 2)
+		printf("ret %d ", ret), ret = start(request);
 	free(request); /* the library keeps its own copy */
 	return ret;
 }
@@ -167,7 +170,9 @@ HARNESS int main(void)
 			run_round(n);
 			printf("ran a=%lu b=%lu\n", calls_a, calls_b);
 		} else if (!strncmp(line, "attach ", 7)) {
-			printf("ret %d\n", attach(line + 7));
+			printf("ret %d\n", attach(line + 7, 1));
+		} else if (!strncmp(line, "attach2 ", 8)) {
+			printf("%d\n", attach(line + 8, 2));
 		} else if (!strcmp(line, "mask")) {
 			pthread_sigmask(SIG_BLOCK, NULL, &mask);
 			printf("mask %lx usr1=%d\n", *(unsigned long *)&mask, (int)usr1);
