@@ -438,13 +438,25 @@ FTPAD_API int ftpad_get_stats(struct ftpad_stats *st);
  * process, as `ftpad attach` asks for it through its loader stub (see
  * docs/design.md, "Attaching to a running process").  request: settings
  * "NAME=VALUE", each ended by a NUL, the list ended by an empty one:
- * FTPAD_ATTACH_SOCKET (required), FTPAD_RECORD (required), FTPAD_RECORD_EXITS,
- * FTPAD_RECORD_FILTER, FTPAD_RECORD_NOTRACE, FTPAD_RECORD_SIZE.  The request
- * is copied and a control thread does the rest, so the call returns at once
- * and patches nothing on the calling thread.
+ * FTPAD_ATTACH_SOCKET (required: the abstract socket's name, without its
+ * leading NUL), FTPAD_RECORD (required: an absolute path), FTPAD_RECORD_EXITS
+ * (0 or 1, default 1), FTPAD_RECORD_FILTER, FTPAD_RECORD_NOTRACE,
+ * FTPAD_RECORD_SIZE, FTPAD_RECORD_CHUNK, FTPAD_RECORD_CHUNKS,
+ * FTPAD_RECORD_DEPTH, FTPAD_RECORD_TIME_FILTER; they replace the
+ * environment's for the session.  The request is copied and a control
+ * thread does the rest, so the call returns at once and patches nothing on
+ * the calling thread, whose signal mask it leaves alone; it takes no lock
+ * but the allocator's (pthread_create).  The thread answers on the socket:
+ * "started sites=N enabled=M", or "error ERRNO MESSAGE" (ERRNO positive,
+ * MESSAGE what libftpad would have logged), then, after "stop" or end of
+ * file, "stopped events=E dropped=D bytes=B"; a new session may start as
+ * soon as that line is sent (docs/runtime.md "Attach sessions").
  *
  * @return 0, -EBUSY when this process already records (a session, or
- * FTPAD_RECORD at start-up), -EINVAL for a malformed request, -ENOMEM.
+ * FTPAD_RECORD at start-up), -EINVAL for a malformed request (a name not
+ * listed above or given twice, an entry without '=', a required one
+ * missing, a relative FTPAD_RECORD, a socket name too long for sun_path),
+ * -ENOMEM, or pthread_create()'s error, negated.
  */
 FTPAD_API int ftpad_attach_start(const char *request);
 
