@@ -217,19 +217,25 @@ def test_session_records_exactly_the_calls_made_while_attached(prog_of, tmp_path
 
 
 def test_a_second_session_writes_a_new_complete_trace(prog_of, tmp_path):
+    """Sessions one after another, each with its own settings: a filter, a
+    --time-filter of a second and --depth (which take back every one of
+    these short calls), then none again."""
     prog = prog_of("linked")
     before_text = prog.text()
-    for i, n in enumerate([7, 20, 3]):
-        tool, _ = start_session(prog, tmp_path, f"trace{i}",
-                                FTPAD_RECORD_FILTER="work_b" if i == 1 else None)
+    both = {"work_a": 1, "work_b": 1}
+    sessions = [(7, {}, both), (20, {"FTPAD_RECORD_FILTER": "work_b"}, {"work_b": 1}),
+                (5, {"FTPAD_RECORD_TIME_FILTER": "1000000000", "FTPAD_RECORD_DEPTH": "2"}, {}),
+                (3, {}, both)]
+    for i, (n, settings, per_call) in enumerate(sessions):
+        tool, _ = start_session(prog, tmp_path, f"trace{i}", **settings)
         prog.run(n)
         assert STOPPED.match(tool.stop())
         prog.run(1)
         assert prog.text() == before_text
-        expect = {"work_b": n * WORKERS} if i == 1 else {"work_a": n * WORKERS,
-                                                         "work_b": n * WORKERS}
-        assert report_calls(tool.dir) == expect
-        assert the_image(tool.dir, prog.pid).calls() == expect
+        expect = {f: n * WORKERS for f in per_call}
+        assert the_image(tool.dir, prog.pid).calls() == expect, settings
+        if expect:
+            assert report_calls(tool.dir) == expect
     prog.exit()
 
 
