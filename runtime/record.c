@@ -420,22 +420,31 @@ static const char *kind_word(const struct ftpad_site *s)
 }
 
 /* One line per site of m, entry and exit sites alike, in the module's
- * order (by address): a site's id is base + its index. */
+ * order (by address): a site's id is base + its index.  Written in
+ * batches (one write per line cost an attach to 20,000 sites half its
+ * start); the batch is static, as its caller holds mods_lock and a
+ * callback's stack may be small. */
 static void write_site_lines(const struct ftpad_module *m, uint32_t base)
 {
-	char line[PATH_MAX + 600];
+	static char batch[64 * 1024];
+	size_t used = 0;
 
 	for (size_t i = 0; i < m->nsites; i++) {
 		const struct ftpad_site *s = &m->sites[i];
-		int len = snprintf(line, sizeof(line), "%u\t%s\t%#lx\t%s\t%s\t%s\n",
+		size_t room = sizeof(batch) - used;
+		int len = snprintf(batch + used, room, "%u\t%s\t%#lx\t%s\t%s\t%s\n",
 				   base + (unsigned)i, kind_word(s), (unsigned long)s->entry,
 				   ftpad_site_entries_only(s) ? "noexit" : "-",
 				   s->name ? s->name : "", m->path ? m->path : "");
 
-		if (len >= (int)sizeof(line))
-			len = sizeof(line) - 1;
-		write_all(sites_fd, line, len);
+		if (len >= (int)room && used) { /* did not fit: write the batch, again */
+			write_all(sites_fd, batch, used);
+			used = 0, i--;
+			continue;
+		}
+		used += len >= (int)room ? room - 1 : (size_t)len;
 	}
+	write_all(sites_fd, batch, used);
 }
 
 static int module_slot(const struct ftpad_module *m)
