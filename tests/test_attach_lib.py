@@ -400,8 +400,11 @@ def test_a_forked_child_leaves_the_session(prog_of, tmp_path):
     prog = prog_of("linked")
     before_text = prog.text()
     tool, _ = start_session(prog, tmp_path)
+    (tmp_path / "child").mkdir()
+    child_tool = Tool(tmp_path / "child")
     # The parent's line and the child's, in either order.
-    lines = sorted([prog.cmd("fork 40"), prog.p.stdout.readline().strip()])
+    lines = sorted([prog.cmd(f"fork 40 {child_tool.request().hex()}"),
+                    prog.p.stdout.readline().strip()])
     child = int(re.fullmatch(r"forked (\d+)", lines[1]).group(1))
     assert lines[0] == f"child {child} a=40"
     try:
@@ -409,13 +412,19 @@ def test_a_forked_child_leaves_the_session(prog_of, tmp_path):
         # while the parent's stay patched.
         assert prog.text(child) == before_text
         assert prog.text() != before_text
+        # The child is in no session: it can be attached to itself.
+        os.kill(child, signal.SIGUSR2)
+        assert prog.p.stdout.readline() == "child ret 0\n"
+        assert STARTED.match(child_tool.accept())
+        assert STOPPED.match(child_tool.stop()).group(1) == "0"
+        assert prog.text(child) == before_text
         prog.run(4)
         tool.stop()
-        # Its 40 calls are nowhere in the trace, and it wrote no image.
+        # Its 40 calls are nowhere in the trace, and it wrote no image;
+        # the tool saw end of file though the child lives (it closed its
+        # copy of the socket).
         assert report_calls(tool.dir) == {"work_a": 12, "work_b": 12}
         assert sorted(p.name for p in tool.dir.iterdir() if p.is_dir()) == [f"{prog.pid}.0"]
-        # The stop reached the parent, and the tool saw end of file though
-        # the child lives (it closed its copy of the socket).
         assert prog.text() == before_text
     finally:
         os.kill(child, signal.SIGTERM)

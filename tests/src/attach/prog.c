@@ -14,8 +14,10 @@
  *   attach2 HEX  the same twice in a row: "ret R1 R2"
  *   mask         this thread's signal mask and the SIGUSR1s handled:
  *                "mask M usr1=U"
- *   fork N       a child calls work_a() N times, says "child PID a=N" on
- *                stdout itself, and waits for SIGTERM; "forked PID"
+ *   fork N HEX   a child calls work_a() N times, says "child PID a=N" on
+ *                stdout itself, waits for SIGUSR2, calls ftpad_attach_start
+ *                (HEX's request), says "child ret R", and waits for
+ *                SIGTERM; "forked PID"
  *   exit         the workers end, the program exits 0: "bye"
  * Workers only call the padded functions between a "run" and its answer,
  * so the calls made while a session is on are exactly known.
@@ -129,22 +131,33 @@ static void on_usr1(int sig)
 	usr1++;
 }
 
-HARNESS static void fork_child(unsigned long n)
+HARNESS static void fork_child(unsigned long n, const char *hex)
 {
-	pid_t pid = fork();
+	pid_t pid;
 	volatile int sink = 0;
+	sigset_t usr2;
+	int sig;
+
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &usr2, NULL);
+	pid = fork();
 
 	if (pid < 0) {
 		perror("fork");
 		exit(4);
 	}
 	if (pid) {
+		pthread_sigmask(SIG_UNBLOCK, &usr2, NULL);
 		printf("forked %d\n", pid);
 		return;
 	}
 	for (unsigned long i = 0; i < n; i++)
 		sink += work_a((int)i);
 	printf("child %d a=%lu\n", getpid(), n);
+	fflush(stdout);
+	sigwait(&usr2, &sig);
+	printf("child ret %d\n", attach(hex, 1));
 	fflush(stdout);
 	for (;;)
 		pause();
@@ -176,8 +189,8 @@ HARNESS int main(void)
 		} else if (!strcmp(line, "mask")) {
 			pthread_sigmask(SIG_BLOCK, NULL, &mask);
 			printf("mask %lx usr1=%d\n", *(unsigned long *)&mask, (int)usr1);
-		} else if (sscanf(line, "fork %lu", &n) == 1) {
-			fork_child(n);
+		} else if (sscanf(line, "fork %lu", &n) == 1 && strchr(line + 5, ' ')) {
+			fork_child(n, strchr(line + 5, ' ') + 1);
 		} else if (!strcmp(line, "exit")) {
 			break;
 		} else {
