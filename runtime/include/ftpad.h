@@ -445,8 +445,10 @@ FTPAD_API int ftpad_get_stats(struct ftpad_stats *st);
  * FTPAD_RECORD_DEPTH, FTPAD_RECORD_TIME_FILTER; they replace the
  * environment's for the session.  The request is copied and a control
  * thread does the rest, so the call returns at once and patches nothing on
- * the calling thread, whose signal mask it leaves alone; it takes no lock
- * but the allocator's (pthread_create).  The thread answers on the socket:
+ * the calling thread, whose signal mask it leaves alone.  It takes no lock
+ * of libftpad's and calls no malloc of its own, but pthread_create() does
+ * (the thread's stack and TLS): the thread it runs on must not be inside
+ * malloc or pthread_create/exit.  The control thread answers on the socket:
  * "started sites=N enabled=M", or "error ERRNO MESSAGE" (ERRNO positive,
  * MESSAGE what libftpad would have logged), then, after "stop" or end of
  * file, "stopped events=E dropped=D bytes=B"; a new session may start as
