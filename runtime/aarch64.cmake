@@ -81,8 +81,10 @@ add_custom_command(OUTPUT ${a64_dir}/bin/ftpad
     -DFTPAD_VERSION="${PROJECT_VERSION}" -DFTPAD_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"
     -DFTPAD_BUILD_LIB="../libftpad.so"
     -I${FTPAD_TRACE_DIR} -I${FTPAD_PUBLIC_INCLUDE}
-    ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${FTPAD_TRACE_SOURCES} -lsupc++ -o ${a64_dir}/bin/ftpad
-  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${FTPAD_TRACE_SOURCES}
+    ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.c
+    ${FTPAD_TRACE_SOURCES} -lsupc++ -o ${a64_dir}/bin/ftpad
+  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.h ${FTPAD_TRACE_SOURCES}
   COMMENT "aarch64: ftpad"
   VERBATIM)
 add_custom_target(ftpad_aarch64_tool ALL DEPENDS ${a64_dir}/bin/ftpad)

@@ -12,35 +12,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <ftw.h>
 #include <stdbool.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "flame.h"   /* trace/: ftpad flame */
+#include "tracedir.h"
 #include "viewers.h" /* trace/: replay, report, dump, live */
 
 #ifndef FTPAD_VERSION
 #define FTPAD_VERSION "unknown"
 #endif
-#ifndef FTPAD_INSTALL_LIBDIR
-#define FTPAD_INSTALL_LIBDIR "lib"
-#endif
-/* Where the build tree keeps libftpad.so, from the tool's directory:
- * build/bin/ftpad, or build/runtime/aarch64/bin/ftpad for the aarch64 one. */
-#ifndef FTPAD_BUILD_LIB
-#define FTPAD_BUILD_LIB "../runtime/libftpad.so"
-#endif
-
-#define EXIT_USAGE 2
-
 struct record_opts {
 	const char *filter;
 	const char *output;
@@ -71,52 +57,6 @@ static const char usage_text[] =
 	"  -o, --output FILE    write the trace to FILE, truncated first (default: stderr)\n"
 	"\n"
 	"environment: FTPAD_LIB overrides the path of libftpad.so.\n";
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "ftpad: error: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'ftpad --help'.\n");
-	return EXIT_USAGE;
-}
-
-/* libftpad.so beside the tool: in the build tree, then as installed (the
- * runtime package of a distribution has only the soname's file). */
-static int find_library(char *out, size_t size)
-{
-	const char *env = getenv("FTPAD_LIB");
-	char self[PATH_MAX], *dir;
-	ssize_t n;
-	static const char *const rel[] = { FTPAD_BUILD_LIB,
-					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so",
-					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so.1" };
-
-	if (env && *env) {
-		if (access(env, R_OK)) {
-			fprintf(stderr, "ftpad: error: FTPAD_LIB '%s': %s\n", env, strerror(errno));
-			return -1;
-		}
-		snprintf(out, size, "%s", env);
-		return 0;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n < 0) {
-		fprintf(stderr, "ftpad: error: /proc/self/exe: %s\n", strerror(errno));
-		return -1;
-	}
-	self[n] = 0;
-	dir = dirname(self);
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char path[PATH_MAX];
-
-		snprintf(path, sizeof(path), "%s/%s", dir, rel[i]);
-		if (!access(path, R_OK) && realpath(path, out))
-			return 0;
-	}
-	fprintf(stderr, "ftpad: error: cannot find libftpad.so as %s/%s or in %s/../%s; "
-		"set FTPAD_LIB\n", dir, FTPAD_BUILD_LIB, dir, FTPAD_INSTALL_LIBDIR);
-	return -1;
-}
 
 /* What both forms of `record` do with -h and with an option getopt_long
  * rejected (c is '?' or ':'). */
@@ -242,18 +182,6 @@ struct trace_opts {
 	char **argv;
 };
 
-static int add_glob(char *list, size_t size, const char *opt, const char *glob)
-{
-	size_t len = strlen(list);
-
-	if (!*glob || strchr(glob, ','))
-		return usage_error("record: option '%s' takes one glob, not empty nor with ','", opt);
-	if (len + strlen(glob) + 2 > size)
-		return usage_error("record: too many globs for '%s'", opt);
-	snprintf(list + len, size - len, "%s%s", len ? "," : "", glob);
-	return 0;
-}
-
 /* "500ns", "10us", "1.5ms", "2s" (a bare number: ns) -> ns >= 1. */
 static int parse_duration(const char *text, unsigned long long *ns)
 {
@@ -341,96 +269,6 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 	return take_prog(argc, argv, &o->argv);
 }
 
-/* The summary, summed over every image's key=value stats. */
-struct summary {
-	unsigned long long sites, enabled, events, dropped, bytes;
-};
-
-static void add_image_stats(const char *path, struct summary *sum, bool first)
-{
-	FILE *f = fopen(path, "r");
-	char line[8192];
-	unsigned long long v;
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "events=%llu", &v) == 1)
-			sum->events += v;
-		else if (sscanf(line, "dropped=%llu", &v) == 1)
-			sum->dropped += v;
-		else if (sscanf(line, "bytes=%llu", &v) == 1)
-			sum->bytes += v;
-		else if (first && sscanf(line, "sites=%llu", &v) == 1)
-			sum->sites = v;
-		else if (first && sscanf(line, "enabled=%llu", &v) == 1)
-			sum->enabled = v;
-	}
-	fclose(f);
-}
-
-static void summarize(const char *tmp, pid_t pid, struct summary *sum)
-{
-	char first[64], path[PATH_MAX + 300];
-	struct dirent *d;
-	DIR *dir = opendir(tmp);
-
-	snprintf(first, sizeof(first), "%d.0", pid);
-	while (dir && (d = readdir(dir))) {
-		if (d->d_name[0] == '.' || !strchr(d->d_name, '.'))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/image", tmp, d->d_name);
-		add_image_stats(path, sum, !strcmp(d->d_name, first));
-	}
-	if (dir)
-		closedir(dir);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	return remove(path);
-}
-
-/* DIR replaced by tmp: never a half-old, half-new DIR. */
-static int install_dir(const char *tmp, const char *dir)
-{
-	char old[PATH_MAX + 32];
-
-	snprintf(old, sizeof(old), "%s.old-%d", dir, getpid());
-	if (!access(dir, F_OK) && rename(dir, old)) {
-		fprintf(stderr, "ftpad: error: cannot replace '%s': %s; the trace is in '%s'\n",
-			dir, strerror(errno), tmp);
-		return -1;
-	}
-	if (rename(tmp, dir)) {
-		fprintf(stderr, "ftpad: error: cannot rename '%s' to '%s': %s\n", tmp, dir,
-			strerror(errno));
-		return -1;
-	}
-	nftw(old, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-	return 0;
-}
-
-static int write_info_head(const char *tmp, char **argv)
-{
-	char path[PATH_MAX + 16];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/info", tmp);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "format=1\ncommand=");
-	for (char **a = argv; *a; a++) {
-		fputc('\'', f);
-		for (const char *p = *a; *p; p++)
-			fputs(*p == '\'' ? "'\\''" : (char[2]){ *p, 0 }, f);
-		fputs(a[1] ? "' " : "'\n", f);
-	}
-	return fclose(f);
-}
-
 /* PROG run with the recorder on: its wait status, or -1; *pidp: its pid. */
 static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, pid_t *pidp)
 {
@@ -475,22 +313,16 @@ static int cmd_trace(int argc, char **argv)
 {
 	struct trace_opts o = { 0 };
 	struct summary sum = { 0 };
-	char lib[PATH_MAX], tmp[PATH_MAX], abs[PATH_MAX], info[PATH_MAX + 16];
+	char lib[PATH_MAX], abs[PATH_MAX], head[32];
 	int err = parse_trace(argc, argv, &o), status, code;
 	pid_t pid;
-	FILE *f;
 
 	if (err)
 		return err;
-	if (find_library(lib, sizeof(lib)))
+	if (find_library(lib, sizeof(lib)) || create_trace_tmp(o.dir, o.force, abs))
 		return 1;
-	if (!o.force && !access(o.dir, F_OK)) {
-		fprintf(stderr, "ftpad: error: '%s' exists; remove it or use --force\n", o.dir);
-		return 1;
-	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", o.dir, getpid());
-	if (mkdir(tmp, 0755) || !realpath(tmp, abs) || write_info_head(abs, o.argv)) {
-		fprintf(stderr, "ftpad: error: cannot create '%s': %s\n", tmp, strerror(errno));
+	if (write_info_head(abs, o.argv, NULL)) {
+		fprintf(stderr, "ftpad: error: cannot write '%s/info': %s\n", abs, strerror(errno));
 		return 1;
 	}
 	status = run_recorded(&o, lib, abs, &pid);
@@ -498,18 +330,11 @@ static int cmd_trace(int argc, char **argv)
 		return 1;
 	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	summarize(abs, pid, &sum);
-	snprintf(info, sizeof(info), "%s/info", abs);
-	f = fopen(info, "a");
-	if (f) {
-		fprintf(f, "exit=%d\nsites=%llu\nenabled=%llu\nevents=%llu\ndropped=%llu\nbytes=%llu\n",
-			code, sum.sites, sum.enabled, sum.events, sum.dropped, sum.bytes);
-		fclose(f);
-	}
+	snprintf(head, sizeof(head), "exit=%d\n", code);
+	append_summary(abs, head, &sum);
 	if (install_dir(abs, o.dir))
 		return 1;
-	fprintf(stderr, "ftpad: %llu sites, %llu enabled, %llu events, %llu dropped, "
-		"%llu bytes in %s\n", sum.sites, sum.enabled, sum.events, sum.dropped, sum.bytes,
-		o.dir);
+	print_summary(&sum, o.dir);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return code;

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The trace directory's life, shared by `ftpad record` and `ftpad attach`
+ * (tracedir.h).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tracedir.h"
+
+#ifndef FTPAD_INSTALL_LIBDIR
+#define FTPAD_INSTALL_LIBDIR "lib"
+#endif
+/* Where the build tree keeps libftpad.so, from the tool's directory:
+ * build/bin/ftpad, or build/runtime/aarch64/bin/ftpad for the aarch64 one. */
+#ifndef FTPAD_BUILD_LIB
+#define FTPAD_BUILD_LIB "../runtime/libftpad.so"
+#endif
+
+/* libftpad.so beside the tool: in the build tree, then as installed (the
+ * runtime package of a distribution has only the soname's file). */
+int find_library(char *out, size_t size)
+{
+	const char *env = getenv("FTPAD_LIB");
+	char self[PATH_MAX], *dir;
+	ssize_t n;
+	static const char *const rel[] = { FTPAD_BUILD_LIB,
+					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so",
+					   "../" FTPAD_INSTALL_LIBDIR "/libftpad.so.1" };
+
+	if (env && *env) {
+		if (access(env, R_OK)) {
+			fprintf(stderr, "ftpad: error: FTPAD_LIB '%s': %s\n", env, strerror(errno));
+			return -1;
+		}
+		snprintf(out, size, "%s", env);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0) {
+		fprintf(stderr, "ftpad: error: /proc/self/exe: %s\n", strerror(errno));
+		return -1;
+	}
+	self[n] = 0;
+	dir = dirname(self);
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s", dir, rel[i]);
+		if (!access(path, R_OK) && realpath(path, out))
+			return 0;
+	}
+	fprintf(stderr, "ftpad: error: cannot find libftpad.so as %s/%s or in %s/../%s; "
+		"set FTPAD_LIB\n", dir, FTPAD_BUILD_LIB, dir, FTPAD_INSTALL_LIBDIR);
+	return -1;
+}
+
+int create_trace_tmp(const char *dir, bool force, char *abs)
+{
+	char tmp[PATH_MAX];
+
+	if (!force && !access(dir, F_OK)) {
+		fprintf(stderr, "ftpad: error: '%s' exists; remove it or use --force\n", dir);
+		return -1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", dir, getpid());
+	if (mkdir(tmp, 0755) || !realpath(tmp, abs)) {
+		fprintf(stderr, "ftpad: error: cannot create '%s': %s\n", tmp, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int write_info_head(const char *tmp, char *const *argv, const char *extra)
+{
+	char path[PATH_MAX + 16];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/info", tmp);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "format=1\ncommand=");
+	for (char *const *a = argv; *a; a++) {
+		fputc('\'', f);
+		for (const char *p = *a; *p; p++)
+			fputs(*p == '\'' ? "'\\''" : (char[2]){ *p, 0 }, f);
+		fputs(a[1] ? "' " : "'", f);
+	}
+	fputc('\n', f);
+	if (extra)
+		fputs(extra, f);
+	return fclose(f);
+}
+
+static void add_image_stats(const char *path, struct summary *sum, bool first)
+{
+	FILE *f = fopen(path, "r");
+	char line[8192];
+	unsigned long long v;
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "events=%llu", &v) == 1)
+			sum->events += v;
+		else if (sscanf(line, "dropped=%llu", &v) == 1)
+			sum->dropped += v;
+		else if (sscanf(line, "bytes=%llu", &v) == 1)
+			sum->bytes += v;
+		else if (first && sscanf(line, "sites=%llu", &v) == 1)
+			sum->sites = v;
+		else if (first && sscanf(line, "enabled=%llu", &v) == 1)
+			sum->enabled = v;
+	}
+	fclose(f);
+}
+
+void summarize(const char *tmp, pid_t pid, struct summary *sum)
+{
+	char first[64], path[PATH_MAX + 300];
+	struct dirent *d;
+	DIR *dir = opendir(tmp);
+
+	snprintf(first, sizeof(first), "%d.0", pid);
+	while (dir && (d = readdir(dir))) {
+		if (d->d_name[0] == '.' || !strchr(d->d_name, '.'))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/image", tmp, d->d_name);
+		add_image_stats(path, sum, !strcmp(d->d_name, first));
+	}
+	if (dir)
+		closedir(dir);
+}
+
+void append_summary(const char *tmp, const char *head, const struct summary *sum)
+{
+	char info[PATH_MAX + 16];
+	FILE *f;
+
+	snprintf(info, sizeof(info), "%s/info", tmp);
+	f = fopen(info, "a");
+	if (!f)
+		return;
+	fprintf(f, "%ssites=%llu\nenabled=%llu\nevents=%llu\ndropped=%llu\nbytes=%llu\n", head,
+		sum->sites, sum->enabled, sum->events, sum->dropped, sum->bytes);
+	fclose(f);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+void remove_tree(const char *path)
+{
+	nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int install_dir(const char *tmp, const char *dir)
+{
+	char old[PATH_MAX + 32];
+
+	snprintf(old, sizeof(old), "%s.old-%d", dir, getpid());
+	if (!access(dir, F_OK) && rename(dir, old)) {
+		fprintf(stderr, "ftpad: error: cannot replace '%s': %s; the trace is in '%s'\n",
+			dir, strerror(errno), tmp);
+		return -1;
+	}
+	if (rename(tmp, dir)) {
+		fprintf(stderr, "ftpad: error: cannot rename '%s' to '%s': %s\n", tmp, dir,
+			strerror(errno));
+		return -1;
+	}
+	remove_tree(old);
+	return 0;
+}
+
+void print_summary(const struct summary *sum, const char *dir)
+{
+	fprintf(stderr, "ftpad: %llu sites, %llu enabled, %llu events, %llu dropped, "
+		"%llu bytes in %s\n", sum->sites, sum->enabled, sum->events, sum->dropped,
+		sum->bytes, dir);
+}
+
+int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "ftpad: error: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'ftpad --help'.\n");
+	return EXIT_USAGE;
+}
+
+int add_glob(char *list, size_t size, const char *opt, const char *glob)
+{
+	size_t len = strlen(list);
+
+	if (!*glob || strchr(glob, ','))
+		return usage_error("record: option '%s' takes one glob, not empty nor with ','", opt);
+	if (len + strlen(glob) + 2 > size)
+		return usage_error("record: too many globs for '%s'", opt);
+	snprintf(list + len, size - len, "%s%s", len ? "," : "", glob);
+	return 0;
+}
+

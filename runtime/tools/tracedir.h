@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What `ftpad record` and `ftpad attach` share: finding libftpad.so, and the
+ * trace directory's life (docs/format.md, "The trace directory"): made as
+ * DIR.tmp-<pid>, given its info head, summed up, and renamed to DIR once
+ * complete.
+ */
+#ifndef FTPAD_TOOLS_TRACEDIR_H
+#define FTPAD_TOOLS_TRACEDIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* The summary, summed over every image's key=value stats. */
+struct summary {
+	unsigned long long sites, enabled, events, dropped, bytes;
+};
+
+/* libftpad.so: FTPAD_LIB, else beside the tool (build tree, then as
+ * installed).  0, or -1 after an error message. */
+int find_library(char *out, size_t size);
+
+/* DIR.tmp-<ourpid> made, its absolute path in abs (PATH_MAX bytes).  DIR
+ * must not exist unless force.  0, or -1 after an error message. */
+int create_trace_tmp(const char *dir, bool force, char *abs);
+
+/* info's first lines: format=1, command= (argv shell-quoted), then extra
+ * (lines with their newlines, or NULL). */
+int write_info_head(const char *tmp, char *const *argv, const char *extra);
+
+/* The images' stats under tmp; the first image, <pid>.0, gives sites and
+ * enabled. */
+void summarize(const char *tmp, pid_t pid, struct summary *sum);
+
+/* head (lines, or "") then sites=, enabled=, events=, dropped=, bytes=
+ * appended to tmp/info. */
+void append_summary(const char *tmp, const char *head, const struct summary *sum);
+
+/* path and everything under it removed: a trace that will not be. */
+void remove_tree(const char *path);
+
+/* DIR replaced by tmp: never a half-old, half-new DIR.  0, or -1 after an
+ * error message. */
+int install_dir(const char *tmp, const char *dir);
+
+/* The one line both commands end with, on stderr. */
+void print_summary(const struct summary *sum, const char *dir);
+
+#define EXIT_USAGE 2
+
+/* "ftpad: error: " fmt (one %s: arg), then the hint; returns EXIT_USAGE. */
+int usage_error(const char *fmt, const char *arg);
+
+/* glob (from option opt) appended to the comma-joined list; 0, or
+ * EXIT_USAGE after the message. */
+int add_glob(char *list, size_t size, const char *opt, const char *glob);
+
+#endif
