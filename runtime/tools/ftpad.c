@@ -22,6 +22,9 @@
 
 #include "flame.h"   /* trace/: ftpad flame */
 #include "tracedir.h"
+#ifdef FTPAD_HAVE_ATTACH
+#include "attach.h"
+#endif
 #include "viewers.h" /* trace/: replay, report, dump, live */
 
 #ifndef FTPAD_VERSION
@@ -37,6 +40,8 @@ static const char usage_text[] =
 	"usage: ftpad record [-F GLOB]... [-N GLOB]... [--depth N] [--time-filter DUR]\n"
 	"                    [--early] [--size MB] [--force] [-o DIR] -- PROG [ARGS...]\n"
 	"       ftpad record --text [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]\n"
+	"       ftpad attach PID [-F GLOB]... [-N GLOB]... [--graph] [-o DIR]\n"
+	"                    [--duration SECONDS] [--size MB] [--force]   (or record -p PID)\n"
 	"       ftpad replay|report|dump|live ...   (docs/tracing.md; each takes --help)\n"
 	"       ftpad flame DIR|--folded FILE -o OUT.svg   (see 'ftpad flame --help')\n"
 	"       ftpad --help | --version\n"
@@ -50,6 +55,9 @@ static const char usage_text[] =
 	"        of each thread; --time-filter DUR (500ns, 10us, 1ms): drop calls\n"
 	"        shorter than DUR with no recorded call inside.  Functions without\n"
 	"        exit sites (entries only) are kept by both.\n"
+	"attach  record the padded functions of the running process PID into DIR\n"
+	"        until Ctrl-C, --duration or its exit, then detach and leave it\n"
+	"        running as it was; --graph: exits too.  'ftpad attach --help'.\n"
 	"record --text  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
 	"        functions: one line '<comm>-<tid> <function> <-<caller>' per call,\n"
 	"        then 'ftpad: N sites found, M sites enabled, K calls seen' at exit.\n"
@@ -175,10 +183,9 @@ static int cmd_record(int argc, char **argv)
 /* ---- ftpad record: the binary trace directory ---- */
 
 struct trace_opts {
-	char filter[4096], notrace[4096]; /* comma-joined -F, -N */
-	const char *dir;
-	unsigned long long size_mb, depth, time_filter_ns;
-	bool early, force;
+	struct dir_opts d;
+	unsigned long long depth, time_filter_ns;
+	bool early;
 	char **argv;
 };
 
@@ -219,18 +226,11 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 	char *end;
 	int c, err;
 
-	o->dir = "ftpad.data";
+	o->d.dir = "ftpad.data";
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+:F:N:o:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'F':
-		case 'N':
-			err = add_glob(c == 'F' ? o->filter : o->notrace, sizeof(o->filter),
-				       argv[optind - 2], optarg);
-			if (err)
-				return err;
-			break;
 		case 'd':
 			errno = 0;
 			o->depth = strtoull(optarg, &end, 10);
@@ -246,23 +246,13 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 		case 'e':
 			o->early = true;
 			break;
-		case 'r':
-			o->force = true;
-			break;
-		case 's':
-			errno = 0;
-			o->size_mb = strtoull(optarg, &end, 10);
-			if (errno || !*optarg || *end || !o->size_mb || o->size_mb > (1ull << 40))
-				return usage_error("record: --size takes a number of MB >= 1, not '%s'",
-						   optarg);
-			break;
-		case 'o':
-			o->dir = optarg;
-			if (!*optarg)
-				return usage_error("record: option '%s' needs a directory name",
-						   argv[optind - 2]);
-			break;
 		default:
+			err = dir_option(c, argv[optind - 2], optarg, &o->d);
+			if (err >= 0) {
+				if (err)
+					return err;
+				break;
+			}
 			return other_option(c, argv);
 		}
 	}
@@ -276,15 +266,15 @@ static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, 
 	pid_t pid;
 	int status;
 
-	snprintf(size, sizeof(size), "%llu", o->size_mb << 20);
+	snprintf(size, sizeof(size), "%llu", o->d.size_mb << 20);
 	snprintf(depth, sizeof(depth), "%llu", o->depth);
 	snprintf(time_filter, sizeof(time_filter), "%llu", o->time_filter_ns);
 	if (setenv("FTPAD_RECORD", tmp, 1) || unsetenv("FTPAD_RECORD_IMAGE") ||
-	    (*o->filter ? setenv("FTPAD_RECORD_FILTER", o->filter, 1)
+	    (*o->d.filter ? setenv("FTPAD_RECORD_FILTER", o->d.filter, 1)
 			: unsetenv("FTPAD_RECORD_FILTER")) ||
-	    (*o->notrace ? setenv("FTPAD_RECORD_NOTRACE", o->notrace, 1)
+	    (*o->d.notrace ? setenv("FTPAD_RECORD_NOTRACE", o->d.notrace, 1)
 			 : unsetenv("FTPAD_RECORD_NOTRACE")) ||
-	    (o->size_mb ? setenv("FTPAD_RECORD_SIZE", size, 1) : unsetenv("FTPAD_RECORD_SIZE")) ||
+	    (o->d.size_mb ? setenv("FTPAD_RECORD_SIZE", size, 1) : unsetenv("FTPAD_RECORD_SIZE")) ||
 	    (o->depth ? setenv("FTPAD_RECORD_DEPTH", depth, 1) : unsetenv("FTPAD_RECORD_DEPTH")) ||
 	    (o->time_filter_ns ? setenv("FTPAD_RECORD_TIME_FILTER", time_filter, 1)
 			       : unsetenv("FTPAD_RECORD_TIME_FILTER")) ||
@@ -319,7 +309,7 @@ static int cmd_trace(int argc, char **argv)
 
 	if (err)
 		return err;
-	if (find_library(lib, sizeof(lib)) || create_trace_tmp(o.dir, o.force, abs))
+	if (find_library(lib, sizeof(lib)) || create_trace_tmp(o.d.dir, o.d.force, abs))
 		return 1;
 	if (write_info_head(abs, o.argv, NULL)) {
 		fprintf(stderr, "ftpad: error: cannot write '%s/info': %s\n", abs, strerror(errno));
@@ -332,12 +322,44 @@ static int cmd_trace(int argc, char **argv)
 	summarize(abs, pid, &sum);
 	snprintf(head, sizeof(head), "exit=%d\n", code);
 	append_summary(abs, head, &sum);
-	if (install_dir(abs, o.dir))
+	if (install_dir(abs, o.d.dir))
 		return 1;
-	print_summary(&sum, o.dir);
+	print_summary(&sum, o.d.dir);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return code;
+}
+
+/* `record -p PID`: a -p/--pid among record's options (before "--"; an
+ * option's own argument is skipped). */
+static bool names_pid(int argc, char **argv)
+{
+	static const char *const with_arg[] = { "-F", "-N", "-o", "--output", "--size", "--depth",
+						"--time-filter", "--duration", "--library" };
+
+	for (int i = 2; i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strncmp(argv[i], "-p", 2) || !strcmp(argv[i], "--pid") ||
+		    !strncmp(argv[i], "--pid=", 6))
+			return true;
+		for (size_t k = 0; k < sizeof(with_arg) / sizeof(with_arg[0]); k++) {
+			if (!strcmp(argv[i], with_arg[k])) {
+				i++;
+				break;
+			}
+		}
+	}
+	return false;
+}
+
+static int attach_command(int argc, char **argv)
+{
+#ifdef FTPAD_HAVE_ATTACH
+	return cmd_attach(argc, argv);
+#else
+	(void)argc, (void)argv;
+	fprintf(stderr, "ftpad: error: attach is not ported to this architecture yet\n");
+	return 1;
+#endif
 }
 
 int main(int argc, char **argv)
@@ -354,6 +376,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "record") && argc > 2 && !strcmp(argv[2], "--text"))
 		return cmd_record(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "attach") || (!strcmp(argv[1], "record") && names_pid(argc, argv)))
+		return attach_command(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "record"))
 		return cmd_trace(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "flame"))

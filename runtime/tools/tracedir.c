@@ -213,3 +213,27 @@ int add_glob(char *list, size_t size, const char *opt, const char *glob)
 	return 0;
 }
 
+
+int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d)
+{
+	char *end;
+
+	switch (c) {
+	case 'F':
+	case 'N':
+		return add_glob(c == 'F' ? d->filter : d->notrace, sizeof(d->filter), opt, arg);
+	case 'o':
+		d->dir = arg;
+		return *arg ? 0 : usage_error("record: option '%s' needs a directory name", opt);
+	case 's':
+		errno = 0;
+		d->size_mb = strtoull(arg, &end, 10);
+		if (errno || !*arg || *end || !d->size_mb || d->size_mb > (1ull << 40))
+			return usage_error("record: --size takes a number of MB >= 1, not '%s'", arg);
+		return 0;
+	case 'r':
+		d->force = true;
+		return 0;
+	}
+	return -1;
+}

@@ -56,4 +56,17 @@ int usage_error(const char *fmt, const char *arg);
  * EXIT_USAGE after the message. */
 int add_glob(char *list, size_t size, const char *opt, const char *glob);
 
+/* The options both commands take for the trace directory. */
+struct dir_opts {
+	char filter[4096], notrace[4096]; /* comma-joined -F, -N */
+	const char *dir;                  /* -o, default ftpad.data */
+	unsigned long long size_mb;       /* --size */
+	bool force;                       /* --force */
+};
+
+/* getopt_long's c (with its optarg) if it is one of dir_opts': -F, -N,
+ * -o, --size (as 's'), --force (as 'r').  0 taken, EXIT_USAGE after the
+ * message, -1 not one of them.  opt: the option as written. */
+int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d);
+
 #endif

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ftpad attach PID: record a process that is already running
+ * (docs/design.md, "Attaching to a running process"; docs/tracing.md says
+ * who may attach to whom and what is written into the process).
+ *
+ * attach_target.c checks the process, attach_inject.c gets libftpad in
+ * through the loader stub.  From then on the process runs free: the
+ * session is driven over an abstract Unix socket whose end of file (this
+ * tool exiting, however) ends it, so getting out needs no ptrace.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "attach.h"
+#include "tracedir.h"
+
+#define LOAD_TIMEOUT_MS	60000      /* the stub's dlopen and ftpad_attach_start */
+#define REPLY_TIMEOUT_MS 30000     /* the control thread's answers */
+
+struct attach_opts {
+	pid_t pid;
+	struct dir_opts d;
+	const char *library;
+	double duration; /* seconds; 0: until Ctrl-C or the exit */
+	bool graph;
+};
+
+/* ---- the session ---- */
+
+struct session {
+	int listen, conn, signals;
+	char name[108];
+	char buf[512];
+	size_t len;
+};
+
+static int open_socket(struct session *s)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	unsigned long long r = 0;
+	socklen_t len;
+
+	if (getrandom(&r, sizeof(r), 0) < 0)
+		r = (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
+	snprintf(s->name, sizeof(s->name), "ftpad-attach.%d.%016llx", getpid(), r);
+	memcpy(a.sun_path + 1, s->name, strlen(s->name));
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(s->name));
+	s->listen = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->listen < 0 || bind(s->listen, (struct sockaddr *)&a, len) || listen(s->listen, 4))
+		return -1;
+	return 0;
+}
+
+/* A connection from the process itself (SO_PEERCRED), if one waits. */
+static int accept_peer(struct session *s, pid_t pid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd = accept4(s->listen, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.pid != pid) {
+		close(fd);
+		return -1;
+	}
+	s->conn = fd;
+	return 0;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The stub's results, once it marks the block done; we ack so that it
+ * goes on.  0, or -1 when the process died or the stub never finished. */
+static int wait_stub(struct target *t, struct session *s, int64_t *result, char *errtext)
+{
+	uint64_t deadline = now_ms() + LOAD_TIMEOUT_MS, done = 0, ack = 1;
+
+	while (now_ms() < deadline) {
+		struct pollfd p = { s->listen, POLLIN, 0 };
+
+		if (s->conn < 0 && poll(&p, 1, 1) > 0)
+			accept_peer(s, t->pid);
+		else if (s->conn >= 0)
+			usleep(1000);
+		if (attach_mem_read(t, t->block + AB_DONE, &done, sizeof(done)))
+			return attach_gone(t->pid), -1;
+		if (done != 1)
+			continue;
+		if (attach_mem_read(t, t->block + AB_RESULT, result, sizeof(*result)) ||
+		    attach_mem_read(t, t->block + AB_ERRTEXT, errtext, AB_ERRTEXT_SIZE) ||
+		    attach_mem_write(t, t->block + AB_ACK, &ack, sizeof(ack)))
+			return attach_gone(t->pid), -1;
+		errtext[AB_ERRTEXT_SIZE - 1] = 0;
+		return 0;
+	}
+	if (!attach_alive(t->pid))
+		return attach_gone(t->pid), -1;
+	return attach_fail(t->pid, "its loader did not finish in %d s (dlopen blocked?); its stub "
+		    "is left in place", LOAD_TIMEOUT_MS / 1000), -1;
+}
+
+static int load_error(struct target *t, int64_t result, const char *errtext)
+{
+	if (result == AB_RESULT_NO_DLOPEN)
+		return attach_fail(t->pid, "dlopen of %s failed: %s", t->lib, errtext);
+	if (result == AB_RESULT_NO_DLSYM)
+		return attach_fail(t->pid, "%s has no ftpad_attach_start: %s", t->lib, errtext);
+	if (result == -EBUSY)
+		return attach_fail(t->pid, "it is already recording");
+	return attach_fail(t->pid, "ftpad_attach_start: %s", strerror((int)-result));
+}
+
+/* One line from the control thread, its newline taken off; 0, or -1 on
+ * end of file (the process exited), a timeout or a signal (*signalled). */
+static int read_line(struct session *s, char *out, size_t size, int timeout_ms, bool *signalled)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		char *nl = memchr(s->buf, '\n', s->len);
+		struct pollfd p[2] = { { s->conn, POLLIN, 0 }, { s->signals, POLLIN, 0 } };
+		uint64_t now = now_ms();
+		ssize_t n;
+
+		if (nl) {
+			size_t l = (size_t)(nl - s->buf);
+
+			snprintf(out, size, "%.*s", (int)l, s->buf);
+			memmove(s->buf, nl + 1, s->len - l - 1);
+			s->len -= l + 1;
+			return 0;
+		}
+		if (now >= deadline)
+			return -1;
+		if (poll(p, signalled ? 2 : 1, deadline == UINT64_MAX ? -1 : (int)(deadline - now)) < 0)
+			continue;
+		if (signalled && (p[1].revents & POLLIN)) {
+			*signalled = true;
+			return -1;
+		}
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		if (s->len == sizeof(s->buf))
+			s->len = 0; /* an overlong line: dropped */
+		n = read(s->conn, s->buf + s->len, sizeof(s->buf) - s->len);
+		if (n <= 0)
+			return -1;
+		s->len += (size_t)n;
+	}
+}
+
+/* Until Ctrl-C/SIGTERM, the duration, or the process's end (end of file
+ * on the socket).  true: the session still runs (stop it). */
+static bool wait_session(struct session *s, double duration)
+{
+	uint64_t deadline = duration > 0 ? now_ms() + (uint64_t)(duration * 1000) : UINT64_MAX;
+
+	for (;;) {
+		struct pollfd p[2] = { { s->conn, POLLIN, 0 }, { s->signals, POLLIN, 0 } };
+		uint64_t now = now_ms();
+		char c;
+
+		if (now >= deadline)
+			return true;
+		if (poll(p, 2, deadline == UINT64_MAX ? -1 : (int)(deadline - now)) < 0)
+			continue;
+		if (p[1].revents & POLLIN)
+			return true;
+		if (p[0].revents && recv(s->conn, &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0)
+			return false; /* the process ended its session: it exited */
+		if (p[0].revents & POLLIN)
+			return true; /* an unexpected line: stop, and read it below */
+	}
+}
+
+struct results {
+	unsigned long long sites, enabled, events, dropped, bytes;
+	bool started, stopped;
+};
+
+static int run_session(struct target *t, struct session *s, const struct attach_opts *o,
+		       struct results *r)
+{
+	char line[512];
+	bool signalled = false;
+
+	if (read_line(s, line, sizeof(line), REPLY_TIMEOUT_MS, &signalled))
+		return signalled ? 0 : attach_fail(t->pid, "no answer from libftpad's control thread");
+	if (sscanf(line, "started sites=%llu enabled=%llu", &r->sites, &r->enabled) != 2)
+		return attach_fail(t->pid, "libftpad says: %s", line);
+	r->started = true;
+	fprintf(stderr, "ftpad: attached to process %d: %llu sites, %llu enabled%s\n", t->pid,
+		r->sites, r->enabled, o->duration > 0 ? "" : "; Ctrl-C to detach");
+	if (wait_session(s, o->duration) &&
+	    send(s->conn, "stop\n", 5, MSG_NOSIGNAL) == 5 &&
+	    !read_line(s, line, sizeof(line), REPLY_TIMEOUT_MS, NULL)) {
+		if (sscanf(line, "stopped events=%llu dropped=%llu bytes=%llu", &r->events,
+			   &r->dropped, &r->bytes) != 3)
+			return attach_fail(t->pid, "libftpad says: %s", line);
+		r->stopped = true;
+	} else if (attach_alive(t->pid)) {
+		return attach_fail(t->pid, "libftpad's control thread did not stop in %d s",
+			    REPLY_TIMEOUT_MS / 1000);
+	}
+	return 0;
+}
+
+/* The request: NAME=VALUE settings, each ended by a NUL, then an empty one. */
+static size_t build_request(const struct attach_opts *o, const char *tmp, const char *socket,
+			    char *out, size_t size)
+{
+	char line[8192];
+	size_t len = 0;
+	const char *settings[6][2] = {
+		{ "FTPAD_RECORD", tmp },
+		{ "FTPAD_RECORD_EXITS", o->graph ? "1" : "0" },
+		{ "FTPAD_RECORD_FILTER", o->d.filter },
+		{ "FTPAD_RECORD_NOTRACE", o->d.notrace },
+		{ "FTPAD_RECORD_SIZE", NULL },
+		{ "FTPAD_ATTACH_SOCKET", socket },
+	};
+	char bytes[32];
+
+	snprintf(bytes, sizeof(bytes), "%llu", o->d.size_mb << 20);
+	settings[4][1] = o->d.size_mb ? bytes : "";
+	for (size_t i = 0; i < 6; i++) {
+		int n;
+
+		if (!*settings[i][1])
+			continue;
+		n = snprintf(line, sizeof(line), "%s=%s", settings[i][0], settings[i][1]);
+		if (n < 0 || len + (size_t)n + 2 > size)
+			return 0;
+		memcpy(out + len, line, (size_t)n + 1);
+		len += (size_t)n + 1;
+	}
+	out[len++] = 0;
+	return len;
+}
+
+/* ---- the command ---- */
+
+static const char attach_usage[] =
+	"usage: ftpad attach PID [-F GLOB]... [-N GLOB]... [--graph] [-o DIR]\n"
+	"                        [--duration SECONDS] [--size MB] [--force] [--library PATH]\n"
+	"       ftpad record -p PID [same options]\n"
+	"\n"
+	"Record the padded functions of a running process into DIR (default\n"
+	"ftpad.data) until Ctrl-C, the duration or the process's exit; the process\n"
+	"keeps running, its text as it was (docs/tracing.md, \"Attaching to a\n"
+	"running process\").  -F/-N: record only/never functions matching GLOB;\n"
+	"--graph: exits too (call graphs, durations), else entries only; --size MB:\n"
+	"cap the events' bytes; --library: the libftpad.so to load.\n";
+
+static int parse_pid(const char *text, pid_t *pid)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || !*text || *end || v <= 0 || v > INT_MAX)
+		return usage_error("attach: '%s' is not a process id", text);
+	*pid = (pid_t)v;
+	return 0;
+}
+
+static int parse_attach(int argc, char **argv, struct attach_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "graph", no_argument, NULL, 'g' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "size", required_argument, NULL, 's' },
+		{ "force", no_argument, NULL, 'r' },
+		{ "library", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	int c, err;
+
+	o->d.dir = "ftpad.data";
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":F:N:o:p:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if ((err = parse_pid(optarg, &o->pid)))
+				return err;
+			break;
+		case 'g':
+			o->graph = true;
+			break;
+		case 'd':
+			errno = 0;
+			o->duration = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->duration > 0) || o->duration > 1e7)
+				return usage_error("attach: --duration takes seconds > 0, not '%s'",
+						   optarg);
+			break;
+		case 'l':
+			o->library = optarg;
+			break;
+		case 'h':
+			fputs(attach_usage, stdout);
+			exit(0);
+		case ':':
+			return usage_error("attach: option '%s' needs an argument", argv[optind - 1]);
+		default:
+			err = dir_option(c, argv[optind - 2], optarg, &o->d);
+			if (err >= 0) {
+				if (err)
+					return err;
+				break;
+			}
+			return usage_error("attach: unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc && !o->pid && (err = parse_pid(argv[optind++], &o->pid)))
+		return err;
+	if (optind < argc)
+		return usage_error("attach: unexpected argument '%s'", argv[optind]);
+	if (!o->pid)
+		return usage_error("attach: missing %s", "PID: the process to attach to");
+	return 0;
+}
+
+/* info's head: format=1, the process's command line, attach=PID. */
+static int write_attach_info(const struct target *t, const char *tmp)
+{
+	char path[64], buf[8192], *argv[512], extra[64];
+	size_t n = 0, argc = 0;
+	int fd;
+	ssize_t got;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", t->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	got = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	n = got > 0 ? (size_t)got : 0;
+	buf[n] = 0;
+	for (size_t i = 0; i < n && argc < 511; i += strlen(buf + i) + 1)
+		argv[argc++] = buf + i;
+	argv[argc] = NULL;
+	snprintf(extra, sizeof(extra), "attach=%d\n", t->pid);
+	if (write_info_head(tmp, argv, extra))
+		return -1;
+	/* The process writes the trace as its own user. */
+	snprintf(buf, sizeof(buf), "%s/info", tmp);
+	if ((t->uid != geteuid() || t->gid != getegid()) &&
+	    (chown(tmp, t->uid, t->gid) || chown(buf, t->uid, t->gid)))
+		return -1;
+	return 0;
+}
+
+static void finish_trace(const struct target *t, const char *tmp, const char *dir,
+			 const struct results *r, int *code)
+{
+	struct summary sum = { 0 };
+
+	summarize(tmp, t->pid, &sum);
+	if (!sum.sites) {
+		sum.sites = r->sites;
+		sum.enabled = r->enabled;
+	}
+	if (r->stopped && !sum.events && !sum.dropped && !sum.bytes) {
+		sum.events = r->events;
+		sum.dropped = r->dropped;
+		sum.bytes = r->bytes;
+	}
+	append_summary(tmp, "", &sum);
+	if (install_dir(tmp, dir)) {
+		*code = 1;
+		return;
+	}
+	print_summary(&sum, dir);
+}
+
+/* Getting in, and the stub out of the way again: 0 once the control
+ * thread is connected. */
+static int load_library(struct target *t, struct session *s, const char *request,
+			size_t request_len)
+{
+	char errtext[AB_ERRTEXT_SIZE];
+	int64_t result = 0;
+	int err;
+
+	if (attach_get_in(t, request, request_len))
+		return -1;
+	err = wait_stub(t, s, &result, errtext);
+	if (err) {
+		if (attach_alive(t->pid) && t->stub_written && attach_left_stub(t))
+			attach_restore_slack(t);
+		return -1;
+	}
+	if (attach_left_stub(t))
+		attach_restore_slack(t);
+	else
+		fprintf(stderr, "ftpad: warning: process %d: its thread %d stays in the loader "
+			"stub; the stub's bytes are left at %#llx\n", t->pid, t->chosen,
+			(unsigned long long)t->slack);
+	if (result)
+		return load_error(t, result, errtext);
+	while (s->conn < 0) {
+		struct pollfd p = { s->listen, POLLIN, 0 };
+
+		if (poll(&p, 1, REPLY_TIMEOUT_MS) <= 0)
+			return attach_fail(t->pid, "libftpad's control thread never connected");
+		accept_peer(s, t->pid);
+	}
+	return 0;
+}
+
+int cmd_attach(int argc, char **argv)
+{
+	struct attach_opts o = { 0 };
+	struct target t = { .mem = -1 };
+	struct session s = { .listen = -1, .conn = -1, .signals = -1 };
+	struct results r = { 0 };
+	char tmp[PATH_MAX], request[16384];
+	size_t request_len;
+	sigset_t stop_signals;
+	int err = parse_attach(argc, argv, &o), code = 0;
+
+	if (err)
+		return err;
+	t.pid = o.pid;
+	if (attach_check_target(&t))
+		return 1;
+	if (!t.lib[0] && !t.start && (o.library ? !realpath(o.library, t.lib)
+					       : find_library(t.lib, sizeof(t.lib)))) {
+		if (o.library)
+			fprintf(stderr, "ftpad: error: --library '%s': %s\n", o.library,
+				strerror(errno));
+		return 1;
+	}
+	/* Ctrl-C and SIGTERM end the session (signalfd); getting in is not
+	 * cut short by them. */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
+	s.signals = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s.signals < 0 || open_socket(&s))
+		return attach_fail(t.pid, "cannot open the control socket: %s", strerror(errno));
+	if (create_trace_tmp(o.d.dir, o.d.force, tmp))
+		return 1;
+	if (write_attach_info(&t, tmp)) {
+		fprintf(stderr, "ftpad: error: cannot write '%s/info': %s\n", tmp, strerror(errno));
+		remove_tree(tmp);
+		return 1;
+	}
+	request_len = build_request(&o, tmp, s.name, request, sizeof(request));
+	if (!request_len || load_library(&t, &s, request, request_len)) {
+		if (!request_len)
+			attach_fail(t.pid, "the request is too long");
+		remove_tree(tmp);
+		return 1;
+	}
+	if (run_session(&t, &s, &o, &r))
+		code = 1;
+	close(s.conn);
+	finish_trace(&t, tmp, o.d.dir, &r, &code);
+	return code;
+}

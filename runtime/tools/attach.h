@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ftpad attach (attach.c) and the hooks each architecture gives it
+ * (runtime/arch/attach_<arch>.c, same names on every arch): the thread's
+ * registers, the syscall-restart rule, the loader stub's bytes and its
+ * extended state.  docs/design.md, "Attaching to a running process".
+ */
+#ifndef FTPAD_TOOLS_ATTACH_H
+#define FTPAD_TOOLS_ATTACH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include "attach_block.h"
+
+/* `ftpad attach ...` and `ftpad record -p PID ...`; argv[0] is the command. */
+int cmd_attach(int argc, char **argv);
+
+/* The ELF machine of the processes this tool can attach to. */
+extern const int attach_elf_machine;
+/* The system call that waits on a futex (a thread blocked in it may be
+ * waiting for a lock the stub's dlopen needs). */
+extern const long attach_futex_syscall;
+
+/* The stub's bytes, in this tool (attach_stub_<arch>.S); the slot is where
+ * the thread's own pc goes. */
+extern const unsigned char ftpad_attach_stub[], ftpad_attach_stub_slot[],
+	ftpad_attach_stub_end[];
+
+int attach_get_regs(pid_t tid, struct user_regs_struct *regs);
+int attach_set_regs(pid_t tid, const struct user_regs_struct *regs);
+uint64_t attach_pc(const struct user_regs_struct *regs);
+uint64_t attach_sp(const struct user_regs_struct *regs);
+/* The system call the thread was stopped in, or -1. */
+long attach_syscall(const struct user_regs_struct *regs);
+/* Stopped in a call that restarts through restart_syscall (nanosleep,
+ * futex with a timeout...): such a thread is chosen last, since the stub's
+ * own calls may replace the kernel's restart record. */
+bool attach_restart_block(const struct user_regs_struct *regs);
+
+/* The registers the stub restores, into the block's AB_REGS area, with the
+ * kernel's syscall-restart rule applied (the interrupted call is made
+ * again); returns the pc the stub jumps back to. */
+uint64_t attach_saved_regs(const struct user_regs_struct *regs, uint64_t out[AB_REGS_SIZE / 8]);
+/* The registers that start the stub at stub with the block at block. */
+void attach_stub_regs(const struct user_regs_struct *regs, uint64_t stub, uint64_t block,
+		      struct user_regs_struct *out);
+
+/* The thread's extended state (x86_64: XSAVE area) into buf: its length,
+ * or -1 with errno; *features: what the stub restores of it. */
+ssize_t attach_get_xstate(pid_t tid, void *buf, size_t size, uint64_t *features);
+/* The largest extended state the kernel gives. */
+size_t attach_xstate_max(void);
+
+/* ---- shared by attach.c, attach_target.c and attach_inject.c ---- */
+
+#include <limits.h>
+
+struct mapping {
+	uint64_t start, end, offset;
+	char perms[8];
+	char path[PATH_MAX];
+};
+
+struct thread {
+	pid_t tid;
+	bool stopped, usable; /* usable: stopped by our interrupt, not by a signal */
+	int signal;           /* a signal it stopped for, given back at detach */
+	struct user_regs_struct regs;
+};
+
+/* What the checks found about the process, and what getting in changed. */
+struct target {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int mem; /* /proc/PID/mem */
+	struct mapping *maps;
+	size_t nmaps;
+	bool has_sites;
+	uint64_t dlopen, dlsym, dlerror, start;
+	char lib[PATH_MAX]; /* what the stub dlopens */
+	uint64_t slack;     /* where the stub goes */
+	unsigned char saved[512];
+	bool stub_written;
+	struct thread *threads;
+	size_t nthreads;
+	pid_t chosen;
+	uint64_t block;
+};
+
+/* attach_target.c: what is known before anything is touched. */
+size_t attach_stub_size(void);
+/* "ftpad: error: cannot attach to process N: <reason>"; returns 1. */
+int attach_fail(pid_t pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int attach_permission_error(pid_t pid, uid_t uid);
+/* "process N exited while attaching"; returns 1. */
+int attach_gone(pid_t pid);
+bool attach_alive(pid_t pid);
+int attach_read_maps(struct target *t);
+const struct mapping *attach_mapping_at(const struct target *t, uint64_t addr);
+int attach_mem_read(struct target *t, uint64_t addr, void *buf, size_t len);
+int attach_mem_write(struct target *t, uint64_t addr, const void *buf, size_t len);
+/* Every refusal checked (docs/tracing.md), /proc/PID/mem opened; 0, or 1
+ * after the message. */
+int attach_check_target(struct target *t);
+
+/* attach_inject.c: getting in. */
+/* The stub started on one thread at a safe point, every thread let go;
+ * 0, or -1 after the message with the process as it was. */
+int attach_get_in(struct target *t, const char *request, size_t request_len);
+/* The chosen thread is out of the stub (or gone). */
+bool attach_left_stub(struct target *t);
+/* The stub's slack bytes as they were. */
+void attach_restore_slack(struct target *t);
+
+#endif

@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ftpad attach: getting in (attach.h; docs/design.md, "Attaching to a
+ * running process").  Every thread is seized and stopped; one at a safe
+ * point gets the block below its red zone and is pointed at the loader
+ * stub, written into slack bytes of a text mapping; then all go at once.
+ * The stub restores the thread by itself, so from the one PTRACE_SETREGS
+ * on, nothing depends on this tool staying alive.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include "attach.h"
+
+#define RED_ZONE	128
+#define STACK_ROOM	(32 << 10) /* below the block, for dlopen's frames */
+#define SAFE_POINT_TRIES 5
+#define STUB_WAIT_ROUNDS 2000      /* x 1 ms: how long the stub waits for our ack */
+
+_Static_assert(AB_FIXED_SIZE % 64 == 0, "the strings follow the fixed part");
+
+/* ---- the threads: seized, stopped, let go ---- */
+
+static struct thread *find_thread(struct target *t, pid_t tid)
+{
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].tid == tid)
+			return &t->threads[i];
+	return NULL;
+}
+
+/* Its stop after our PTRACE_INTERRUPT: 0, or -1 when the thread is gone. */
+static int wait_stop(struct thread *th)
+{
+	int status;
+
+	for (;;) {
+		if (waitpid(th->tid, &status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (!WIFSTOPPED(status))
+			return -1;
+		th->stopped = true;
+		if (status >> 16 == PTRACE_EVENT_STOP) {
+			/* SIGTRAP: our interrupt; a stop signal: a group stop,
+			 * which is left as it is. */
+			th->usable = WSTOPSIG(status) == SIGTRAP;
+		} else if (status >> 16 == 0) {
+			th->signal = WSTOPSIG(status); /* delivered at detach */
+		}
+		return 0;
+	}
+}
+
+static int seize_new_threads(struct target *t, bool *any)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+
+	*any = false;
+	snprintf(path, sizeof(path), "/proc/%d/task", t->pid);
+	dir = opendir(path);
+	if (!dir)
+		return attach_gone(t->pid);
+	while ((d = readdir(dir))) {
+		pid_t tid = atoi(d->d_name);
+		struct thread *th, *more;
+
+		if (tid <= 0 || find_thread(t, tid))
+			continue;
+		if (ptrace(PTRACE_SEIZE, tid, NULL, NULL)) {
+			int err = errno;
+
+			if (err == ESRCH)
+				continue; /* gone meanwhile */
+			closedir(dir);
+			if (err == EPERM)
+				return attach_permission_error(t->pid, t->uid);
+			return attach_fail(t->pid, "PTRACE_SEIZE of thread %d: %s", tid, strerror(err));
+		}
+		more = realloc(t->threads, (t->nthreads + 1) * sizeof(*more));
+		if (!more) {
+			ptrace(PTRACE_DETACH, tid, NULL, NULL);
+			closedir(dir);
+			return attach_fail(t->pid, "out of memory");
+		}
+		t->threads = more;
+		th = &t->threads[t->nthreads++];
+		memset(th, 0, sizeof(*th));
+		th->tid = tid;
+		*any = true;
+		if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) || wait_stop(th))
+			th->stopped = false; /* exited: nothing to detach */
+	}
+	closedir(dir);
+	return 0;
+}
+
+static void detach_all(struct target *t)
+{
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].stopped)
+			ptrace(PTRACE_DETACH, t->threads[i].tid, NULL,
+			       (void *)(long)t->threads[i].signal);
+	free(t->threads);
+	t->threads = NULL;
+	t->nthreads = 0;
+}
+
+/* Every thread stopped: threads created meanwhile are seized too, until
+ * no new one shows up (a stopped thread creates none). */
+static int stop_all(struct target *t)
+{
+	bool any = true;
+	int err;
+
+	while (any) {
+		err = seize_new_threads(t, &any);
+		if (err)
+			return err;
+	}
+	for (size_t i = 0; i < t->nthreads; i++) {
+		struct thread *th = &t->threads[i];
+
+		if (th->stopped && attach_get_regs(th->tid, &th->regs))
+			th->usable = false;
+		any |= th->stopped;
+	}
+	return any ? 0 : attach_gone(t->pid);
+}
+
+/* libc, the dynamic loader, libftpad, the vdso: code that may hold a lock
+ * the stub's dlopen takes. */
+static bool in_runtime(const struct target *t, uint64_t pc)
+{
+	const struct mapping *m = attach_mapping_at(t, pc);
+	const char *base;
+
+	if (!m || m->path[0] != '/')
+		return true;
+	base = strrchr(m->path, '/') + 1;
+	return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5) ||
+	       !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-", 3) ||
+	       !strncmp(base, "libpthread", 10) || !strncmp(base, "libdl", 5) ||
+	       !strcmp(base, t->lib[0] ? strrchr(t->lib, '/') + 1 : "libftpad.so") ||
+	       !strncmp(base, "libftpad", 8);
+}
+
+/* Lower is better: 0 in the program's own code, 1 blocked in a call other
+ * than futex, 2 the same but restarting through restart_syscall; -1: not
+ * at a safe point. */
+static int safe_rank(const struct target *t, const struct thread *th)
+{
+	long nr = attach_syscall(&th->regs);
+
+	if (!th->stopped || !th->usable || th->signal)
+		return -1;
+	if (nr >= 0 && attach_restart_block(&th->regs))
+		return nr == attach_futex_syscall ? -1 : 2;
+	if (!in_runtime(t, attach_pc(&th->regs)))
+		return 0;
+	if (nr >= 0 && nr != attach_futex_syscall)
+		return 1;
+	return -1;
+}
+
+/* Where the block goes on th's stack: below the red zone, 64-byte aligned,
+ * inside the stack's mapping with room for the stub's calls below. */
+static uint64_t block_address(const struct target *t, const struct thread *th, size_t size)
+{
+	uint64_t sp = attach_sp(&th->regs), block = (sp - RED_ZONE - size) & ~63ull;
+	const struct mapping *m = attach_mapping_at(t, sp - 1);
+	bool grows = m && !strcmp(m->path, "[stack]");
+
+	if (!m || block < m->start || block > sp || (!grows && block - m->start < STACK_ROOM))
+		return 0;
+	return block;
+}
+
+static struct thread *choose_thread(struct target *t, size_t size)
+{
+	struct thread *best = NULL;
+	int best_rank = 3;
+
+	for (size_t i = 0; i < t->nthreads; i++) {
+		int rank = safe_rank(t, &t->threads[i]);
+
+		if (rank >= 0 && rank < best_rank && block_address(t, &t->threads[i], size)) {
+			best = &t->threads[i];
+			best_rank = rank;
+		}
+	}
+	return best;
+}
+
+/* ---- the block, the stub ---- */
+
+struct block_image {
+	unsigned char *data;
+	size_t size, path, symbol, request, xstate; /* offsets in data */
+};
+
+static int build_block(struct target *t, const char *request, size_t request_len,
+		       struct block_image *b)
+{
+	static const char symbol[] = "ftpad_attach_start";
+	size_t xmax = attach_xstate_max();
+
+	b->path = AB_FIXED_SIZE;
+	b->symbol = b->path + strlen(t->lib) + 1;
+	b->request = b->symbol + sizeof(symbol);
+	b->xstate = (b->request + request_len + 63) & ~(size_t)63;
+	b->size = b->xstate + xmax;
+	b->data = calloc(1, b->size);
+	if (!b->data)
+		return -1;
+	memcpy(b->data + b->path, t->lib, strlen(t->lib) + 1);
+	memcpy(b->data + b->symbol, symbol, sizeof(symbol));
+	memcpy(b->data + b->request, request, request_len);
+	return 0;
+}
+
+static void put64(struct block_image *b, size_t off, uint64_t v)
+{
+	memcpy(b->data + off, &v, sizeof(v));
+}
+
+/* The block filled for thread th at address block: its state, the
+ * addresses, the waits.  Returns the pc the stub goes back to, or 0. */
+static uint64_t fill_block(struct target *t, struct thread *th, struct block_image *b,
+			   uint64_t block)
+{
+	uint64_t regs[AB_REGS_SIZE / 8], features, pc;
+	ssize_t xlen = attach_get_xstate(th->tid, b->data + b->xstate, attach_xstate_max(),
+					 &features);
+
+	if (xlen < 0)
+		return 0;
+	b->size = b->xstate + (size_t)xlen;
+	pc = attach_saved_regs(&th->regs, regs);
+	memcpy(b->data + AB_REGS, regs, sizeof(regs));
+	put64(b, AB_DLOPEN, t->dlopen);
+	put64(b, AB_DLSYM, t->dlsym);
+	put64(b, AB_DLERROR, t->dlerror);
+	put64(b, AB_START, t->start);
+	put64(b, AB_PATH, block + b->path);
+	put64(b, AB_SYMBOL, block + b->symbol);
+	put64(b, AB_REQUEST, block + b->request);
+	put64(b, AB_XSTATE, block + b->xstate);
+	put64(b, AB_XFEATURES, features);
+	put64(b, AB_WAIT + 8, 1000000); /* 1 ms */
+	put64(b, AB_WAIT_ROUNDS, STUB_WAIT_ROUNDS);
+	return pc;
+}
+
+static int write_stub(struct target *t, uint64_t pc)
+{
+	unsigned char stub[sizeof(t->saved)];
+	size_t n = attach_stub_size();
+
+	if (n > sizeof(stub))
+		return -1;
+	memcpy(stub, ftpad_attach_stub, n);
+	memcpy(stub + (ftpad_attach_stub_slot - ftpad_attach_stub), &pc, sizeof(pc));
+	if (attach_mem_read(t, t->slack, t->saved, n))
+		return -1;
+	if (attach_mem_write(t, t->slack, stub, n)) {
+		attach_mem_write(t, t->slack, t->saved, n); /* a partial write */
+		return -1;
+	}
+	t->stub_written = true;
+	return 0;
+}
+
+void attach_restore_slack(struct target *t)
+{
+	if (t->stub_written && !attach_mem_write(t, t->slack, t->saved, attach_stub_size()))
+		t->stub_written = false;
+}
+
+/* One try at getting in: 0 done (the stub runs), 1 no thread at a safe
+ * point (every thread let go again), else an error (reported). */
+static int try_get_in(struct target *t, const char *request, size_t request_len)
+{
+	struct block_image b = { 0 };
+	struct user_regs_struct stub_regs;
+	struct thread *th;
+	uint64_t pc;
+	int err = stop_all(t);
+
+	if (err) {
+		detach_all(t);
+		return -1;
+	}
+	if (build_block(t, request, request_len, &b)) {
+		detach_all(t);
+		return attach_fail(t->pid, "out of memory"), -1;
+	}
+	th = choose_thread(t, b.size);
+	if (!th) {
+		detach_all(t);
+		free(b.data);
+		return 1;
+	}
+	t->block = block_address(t, th, b.size);
+	pc = fill_block(t, th, &b, t->block);
+	/* The block's size is final only now (the state's length): the
+	 * address holds, since the room checked was for the largest. */
+	if (!pc || attach_mem_write(t, t->block, b.data, b.size) || write_stub(t, pc)) {
+		err = errno;
+		attach_restore_slack(t);
+		detach_all(t);
+		free(b.data);
+		return attach_alive(t->pid) ? attach_fail(t->pid, "cannot write the loader: %s",
+						    strerror(err)), -1 : (attach_gone(t->pid), -1);
+	}
+	free(b.data);
+	attach_stub_regs(&th->regs, t->slack, t->block, &stub_regs);
+	if (attach_set_regs(th->tid, &stub_regs)) {
+		err = errno;
+		attach_restore_slack(t);
+		detach_all(t);
+		return err == ESRCH ? (attach_gone(t->pid), -1)
+				    : (attach_fail(t->pid, "PTRACE_SETREGS: %s", strerror(err)), -1);
+	}
+	t->chosen = th->tid;
+	detach_all(t); /* all at once: no thread stays stopped while dlopen runs */
+	return 0;
+}
+
+int attach_get_in(struct target *t, const char *request, size_t request_len)
+{
+	for (int i = 0; i < SAFE_POINT_TRIES; i++) {
+		int r = try_get_in(t, request, request_len);
+
+		if (r <= 0)
+			return r;
+		usleep(2000); /* let them run, then look again */
+		if (attach_read_maps(t))
+			return -1;
+	}
+	return attach_fail(t->pid, "no thread at a safe point (each was in libc, the dynamic loader "
+		    "or a futex wait, %d times)", SAFE_POINT_TRIES), -1;
+}
+
+/* The chosen thread out of the stub (it is on its last instructions once
+ * we acked): looked at stopped, let go, until its pc is elsewhere. */
+bool attach_left_stub(struct target *t)
+{
+	uint64_t end = t->slack + attach_stub_size();
+
+	for (int i = 0; i < 5000; i++) {
+		struct thread th = { .tid = t->chosen };
+		bool inside;
+
+		if (ptrace(PTRACE_SEIZE, th.tid, NULL, NULL))
+			return errno == ESRCH; /* gone: not in the stub */
+		if (ptrace(PTRACE_INTERRUPT, th.tid, NULL, NULL) || wait_stop(&th))
+			return true;
+		inside = !attach_get_regs(th.tid, &th.regs) && attach_pc(&th.regs) >= t->slack &&
+			 attach_pc(&th.regs) < end;
+		ptrace(PTRACE_DETACH, th.tid, NULL, (void *)(long)th.signal);
+		if (!inside)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
