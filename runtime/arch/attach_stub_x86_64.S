@@ -66,19 +66,20 @@ ftpad_attach_stub:
 .Ldone:
 	movq	$1, AB_DONE(%rbx)
 	/* The results live below the thread's stack pointer, which the
-	 * thread reuses as soon as it is back: wait (1 ms at a time, a
-	 * bounded number of times, so a dead tool costs little) until the
-	 * tool says it has read them. */
+	 * thread reuses as soon as it is back: wait until the tool (or its
+	 * guardian) says it has read them, a bounded number of rounds so
+	 * that a dead tool costs little.  sched_yield, not nanosleep: the
+	 * latter resets the kernel's restart record, which a thread stopped
+	 * in nanosleep needs for its restart_syscall. */
 	mov	AB_WAIT_ROUNDS(%rbx), %r12
 2:	cmpq	$0, AB_ACK(%rbx)
 	jne	.Lrestore
 	test	%r12, %r12
 	jz	.Lrestore
 	dec	%r12
-	mov	$35, %eax		/* nanosleep(&block->wait, NULL) */
-	lea	AB_WAIT(%rbx), %rdi
-	xor	%esi, %esi
+	mov	$24, %eax		/* sched_yield() */
 	syscall
+	pause
 	jmp	2b
 .Lrestore:
 	mov	AB_XSTATE(%rbx), %rcx

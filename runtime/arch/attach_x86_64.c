@@ -22,7 +22,6 @@
 #define ERESTARTNOHAND		514
 #define ERESTART_RESTARTBLOCK	516
 
-#define XSAVE_SW_XFEATURES	472 /* fxsave's sw_reserved: struct _fpx_sw_bytes.xfeatures */
 #define XSAVE_XSTATE_BV		512
 #define XFEATURE_XTILEDATA	(1ull << 18)
 #define FLAG_TF			0x100
@@ -116,10 +115,18 @@ void attach_stub_regs(const struct user_regs_struct *regs, uint64_t stub, uint64
 	out->eflags &= ~(uint64_t)(FLAG_TF | FLAG_DF); /* the ABI's DF = 0 for calls */
 }
 
+static uint64_t xcr0(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return (uint64_t)hi << 32 | lo;
+}
+
 ssize_t attach_get_xstate(pid_t tid, void *buf, size_t size, uint64_t *features)
 {
 	struct iovec iov = { buf, size };
-	uint64_t sw, bv;
+	uint64_t bv;
 
 	memset(buf, 0, size);
 	if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &iov))
@@ -128,11 +135,14 @@ ssize_t attach_get_xstate(pid_t tid, void *buf, size_t size, uint64_t *features)
 		errno = EINVAL;
 		return -1;
 	}
-	memcpy(&sw, (char *)buf + XSAVE_SW_XFEATURES, sizeof(sw));
 	memcpy(&bv, (char *)buf + XSAVE_XSTATE_BV, sizeof(bv));
-	/* XRSTOR of AMX tile data faults while the kernel keeps it disarmed
-	 * (XFD) for a process that never used it: restore it only if used. */
-	*features = (sw & ~XFEATURE_XTILEDATA) | (bv & XFEATURE_XTILEDATA);
+	/* Every part XCR0 enables (the same machine: ours is the process's),
+	 * those not in XSTATE_BV being in their initial state, which XRSTOR
+	 * gives them.  Not the sw_reserved bytes' xfeatures: the kernel fills
+	 * those in signal frames, not in this regset (6.18 leaves them 0).
+	 * AMX tile data only if used: XRSTOR of it faults while the kernel
+	 * keeps it disarmed (XFD) for a process that never used it. */
+	*features = (xcr0() & ~XFEATURE_XTILEDATA) | (bv & XFEATURE_XTILEDATA);
 	return (ssize_t)iov.iov_len;
 }
 

@@ -29,7 +29,6 @@
 #include "attach.h"
 #include "tracedir.h"
 
-#define LOAD_TIMEOUT_MS	60000      /* the stub's dlopen and ftpad_attach_start */
 #define REPLY_TIMEOUT_MS 30000     /* the control thread's answers */
 
 struct attach_opts {
@@ -83,42 +82,26 @@ static int accept_peer(struct session *s, pid_t pid)
 	return 0;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* The stub's results, once it marks the block done; we ack so that it
- * goes on.  0, or -1 when the process died or the stub never finished. */
 static int wait_stub(struct target *t, struct session *s, int64_t *result, char *errtext)
 {
-	uint64_t deadline = now_ms() + LOAD_TIMEOUT_MS, done = 0, ack = 1;
+	uint64_t deadline = attach_now_ms() + ATTACH_LOAD_TIMEOUT_MS;
 
-	while (now_ms() < deadline) {
+	while (attach_now_ms() < deadline) {
 		struct pollfd p = { s->listen, POLLIN, 0 };
+		int r;
 
 		if (s->conn < 0 && poll(&p, 1, 1) > 0)
 			accept_peer(s, t->pid);
 		else if (s->conn >= 0)
 			usleep(1000);
-		if (attach_mem_read(t, t->block + AB_DONE, &done, sizeof(done)))
-			return attach_gone(t->pid), -1;
-		if (done != 1)
-			continue;
-		if (attach_mem_read(t, t->block + AB_RESULT, result, sizeof(*result)) ||
-		    attach_mem_read(t, t->block + AB_ERRTEXT, errtext, AB_ERRTEXT_SIZE) ||
-		    attach_mem_write(t, t->block + AB_ACK, &ack, sizeof(ack)))
-			return attach_gone(t->pid), -1;
-		errtext[AB_ERRTEXT_SIZE - 1] = 0;
-		return 0;
+		r = attach_poll_stub(t, result, errtext);
+		if (r)
+			return r < 0 ? (attach_gone(t->pid), -1) : 0;
 	}
 	if (!attach_alive(t->pid))
 		return attach_gone(t->pid), -1;
 	return attach_fail(t->pid, "its loader did not finish in %d s (dlopen blocked?); its stub "
-		    "is left in place", LOAD_TIMEOUT_MS / 1000), -1;
+			   "is left in place", ATTACH_LOAD_TIMEOUT_MS / 1000), -1;
 }
 
 static int load_error(struct target *t, int64_t result, const char *errtext)
@@ -136,12 +119,12 @@ static int load_error(struct target *t, int64_t result, const char *errtext)
  * end of file (the process exited), a timeout or a signal (*signalled). */
 static int read_line(struct session *s, char *out, size_t size, int timeout_ms, bool *signalled)
 {
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : attach_now_ms() + (uint64_t)timeout_ms;
 
 	for (;;) {
 		char *nl = memchr(s->buf, '\n', s->len);
 		struct pollfd p[2] = { { s->conn, POLLIN, 0 }, { s->signals, POLLIN, 0 } };
-		uint64_t now = now_ms();
+		uint64_t now = attach_now_ms();
 		ssize_t n;
 
 		if (nl) {
@@ -175,11 +158,11 @@ static int read_line(struct session *s, char *out, size_t size, int timeout_ms, 
  * on the socket).  true: the session still runs (stop it). */
 static bool wait_session(struct session *s, double duration)
 {
-	uint64_t deadline = duration > 0 ? now_ms() + (uint64_t)(duration * 1000) : UINT64_MAX;
+	uint64_t deadline = duration > 0 ? attach_now_ms() + (uint64_t)(duration * 1000) : UINT64_MAX;
 
 	for (;;) {
 		struct pollfd p[2] = { { s->conn, POLLIN, 0 }, { s->signals, POLLIN, 0 } };
-		uint64_t now = now_ms();
+		uint64_t now = attach_now_ms();
 		char c;
 
 		if (now >= deadline)
@@ -412,18 +395,18 @@ static int load_library(struct target *t, struct session *s, const char *request
 
 	if (attach_get_in(t, request, request_len))
 		return -1;
+	/* Not done: the process is gone, or the thread may still be in
+	 * the stub or below it, and the stub is left in place. */
 	err = wait_stub(t, s, &result, errtext);
-	if (err) {
-		if (attach_alive(t->pid) && t->stub_written && attach_left_stub(t))
-			attach_restore_slack(t);
-		return -1;
-	}
-	if (attach_left_stub(t))
+	if (!err && attach_left_stub(t))
 		attach_restore_slack(t);
-	else
+	else if (!err)
 		fprintf(stderr, "ftpad: warning: process %d: its thread %d stays in the loader "
 			"stub; the stub's bytes are left at %#llx\n", t->pid, t->chosen,
 			(unsigned long long)t->slack);
+	attach_guardian_done(t);
+	if (err)
+		return -1;
 	if (result)
 		return load_error(t, result, errtext);
 	while (s->conn < 0) {

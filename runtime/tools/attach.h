@@ -16,6 +16,9 @@
 
 #include "attach_block.h"
 
+/* How long the stub's dlopen and ftpad_attach_start may take. */
+#define ATTACH_LOAD_TIMEOUT_MS 60000
+
 /* `ftpad attach ...` and `ftpad record -p PID ...`; argv[0] is the command. */
 int cmd_attach(int argc, char **argv);
 
@@ -84,11 +87,14 @@ struct target {
 	uint64_t dlopen, dlsym, dlerror, start;
 	char lib[PATH_MAX]; /* what the stub dlopens */
 	uint64_t slack;     /* where the stub goes */
+	uint64_t slack_start, slack_end; /* the slack bytes found there */
 	unsigned char saved[512];
 	bool stub_written;
 	struct thread *threads;
 	size_t nthreads;
 	pid_t chosen;
+	pid_t guardian;   /* finishes the stub's cleanup if this tool dies */
+	int guardian_fd;
 	uint64_t block;
 };
 
@@ -112,6 +118,13 @@ int attach_check_target(struct target *t);
 /* The stub started on one thread at a safe point, every thread let go;
  * 0, or -1 after the message with the process as it was. */
 int attach_get_in(struct target *t, const char *request, size_t request_len);
+/* The stub's done mark: 1 once it is set (then *result, errtext read and
+ * the stub acked, so that it goes on), 0 not yet, -1 the process is gone. */
+int attach_poll_stub(struct target *t, int64_t *result, char *errtext);
+/* The guardian (a child started before the one PTRACE_SETREGS) is told
+ * this tool has finished with the stub, and is reaped. */
+void attach_guardian_done(struct target *t);
+uint64_t attach_now_ms(void);
 /* The chosen thread is out of the stub (or gone). */
 bool attach_left_stub(struct target *t);
 /* The stub's slack bytes as they were. */

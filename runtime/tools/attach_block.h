@@ -20,8 +20,7 @@
 #define AB_RESULT	72	/* ftpad_attach_start's return, or one below */
 #define AB_DONE		80	/* 1 once the results are there */
 #define AB_ACK		88	/* 1 once the tool has read them */
-#define AB_WAIT		96	/* struct timespec: one wait for the ack */
-#define AB_WAIT_ROUNDS	112	/* at most that many waits */
+#define AB_WAIT_ROUNDS	96	/* at most that many waits for the ack */
 #define AB_ERRTEXT	128	/* dlerror()'s text */
 #define AB_ERRTEXT_SIZE	256
 #define AB_REGS		384	/* the registers to restore, in the arch's order */

@@ -21,13 +21,15 @@
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "attach.h"
 
 #define RED_ZONE	128
 #define STACK_ROOM	(32 << 10) /* below the block, for dlopen's frames */
 #define SAFE_POINT_TRIES 5
-#define STUB_WAIT_ROUNDS 2000      /* x 1 ms: how long the stub waits for our ack */
+/* sched_yield()s the stub waits for our ack at most: a few seconds. */
+#define STUB_WAIT_ROUNDS 3000000
 
 _Static_assert(AB_FIXED_SIZE % 64 == 0, "the strings follow the fixed part");
 
@@ -170,6 +172,8 @@ static int safe_rank(const struct target *t, const struct thread *th)
 
 	if (!th->stopped || !th->usable || th->signal)
 		return -1;
+	if (attach_pc(&th->regs) >= t->slack_start && attach_pc(&th->regs) < t->slack_end)
+		return -1; /* in the stub of an earlier attach, killed */
 	if (nr >= 0 && attach_restart_block(&th->regs))
 		return nr == attach_futex_syscall ? -1 : 2;
 	if (!in_runtime(t, attach_pc(&th->regs)))
@@ -263,7 +267,6 @@ static uint64_t fill_block(struct target *t, struct thread *th, struct block_ima
 	put64(b, AB_REQUEST, block + b->request);
 	put64(b, AB_XSTATE, block + b->xstate);
 	put64(b, AB_XFEATURES, features);
-	put64(b, AB_WAIT + 8, 1000000); /* 1 ms */
 	put64(b, AB_WAIT_ROUNDS, STUB_WAIT_ROUNDS);
 	return pc;
 }
@@ -285,6 +288,112 @@ static int write_stub(struct target *t, uint64_t pc)
 	}
 	t->stub_written = true;
 	return 0;
+}
+
+static bool is_stub(const unsigned char *bytes)
+{
+	size_t slot = (size_t)(ftpad_attach_stub_slot - ftpad_attach_stub), n = attach_stub_size();
+
+	return !memcmp(bytes, ftpad_attach_stub, slot) &&
+	       !memcmp(bytes + slot + 8, ftpad_attach_stub + slot + 8, n - slot - 8);
+}
+
+/* A tool killed with its guardian leaves its stub in the slack bytes, and
+ * its thread may still be in it: ours goes after it, never over it. */
+static int skip_stale_stubs(struct target *t)
+{
+	unsigned char bytes[sizeof(t->saved)];
+	size_t n = attach_stub_size();
+
+	while (!attach_mem_read(t, t->slack, bytes, n) && is_stub(bytes)) {
+		t->slack += (n + 15) & ~(size_t)15;
+		if (t->slack + n > t->slack_end)
+			return attach_fail(t->pid, "the slack bytes at %#llx are filled with the "
+					   "loader stubs of earlier attaches that were killed",
+					   (unsigned long long)t->slack_start);
+	}
+	return 0;
+}
+
+uint64_t attach_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int attach_poll_stub(struct target *t, int64_t *result, char *errtext)
+{
+	uint64_t done = 0, ack = 1;
+
+	if (attach_mem_read(t, t->block + AB_DONE, &done, sizeof(done)))
+		return -1;
+	if (done != 1)
+		return 0;
+	if (attach_mem_read(t, t->block + AB_RESULT, result, sizeof(*result)) ||
+	    attach_mem_read(t, t->block + AB_ERRTEXT, errtext, AB_ERRTEXT_SIZE) ||
+	    attach_mem_write(t, t->block + AB_ACK, &ack, sizeof(ack)))
+		return -1;
+	errtext[AB_ERRTEXT_SIZE - 1] = 0;
+	return 1;
+}
+
+/* The guardian: nothing to do if the tool says it is done; if the tool
+ * died instead (end of file), what it would have done with the stub. */
+static _Noreturn void guardian_main(struct target *t, int fd)
+{
+	char c, errtext[AB_ERRTEXT_SIZE];
+	int64_t result;
+	uint64_t deadline;
+	int r = 0;
+	ssize_t n;
+
+	setsid(); /* not killed with the tool's process group by a Ctrl-C */
+	for (int i = 0; i < 1024; i++)
+		if (i != fd && i != t->mem)
+			close(i);
+	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	if (n == 1)
+		_exit(0);
+	deadline = attach_now_ms() + ATTACH_LOAD_TIMEOUT_MS;
+	while (attach_now_ms() < deadline && !(r = attach_poll_stub(t, &result, errtext)))
+		usleep(1000);
+	/* Not done in time: the thread may still need the stub, left as is. */
+	if (r > 0 && attach_left_stub(t))
+		attach_restore_slack(t);
+	_exit(0);
+}
+
+static void start_guardian(struct target *t)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return;
+	pid = fork();
+	if (!pid)
+		guardian_main(t, fds[0]);
+	close(fds[0]);
+	if (pid < 0) {
+		close(fds[1]);
+		return;
+	}
+	t->guardian = pid;
+	t->guardian_fd = fds[1];
+}
+
+void attach_guardian_done(struct target *t)
+{
+	if (t->guardian <= 0)
+		return;
+	if (write(t->guardian_fd, "R", 1) != 1)
+		kill(t->guardian, SIGKILL);
+	close(t->guardian_fd);
+	waitpid(t->guardian, NULL, 0);
+	t->guardian = 0;
 }
 
 void attach_restore_slack(struct target *t)
@@ -330,21 +439,25 @@ static int try_get_in(struct target *t, const char *request, size_t request_len)
 						    strerror(err)), -1 : (attach_gone(t->pid), -1);
 	}
 	free(b.data);
+	t->chosen = th->tid;
+	start_guardian(t);
 	attach_stub_regs(&th->regs, t->slack, t->block, &stub_regs);
 	if (attach_set_regs(th->tid, &stub_regs)) {
 		err = errno;
 		attach_restore_slack(t);
+		attach_guardian_done(t);
 		detach_all(t);
 		return err == ESRCH ? (attach_gone(t->pid), -1)
 				    : (attach_fail(t->pid, "PTRACE_SETREGS: %s", strerror(err)), -1);
 	}
-	t->chosen = th->tid;
 	detach_all(t); /* all at once: no thread stays stopped while dlopen runs */
 	return 0;
 }
 
 int attach_get_in(struct target *t, const char *request, size_t request_len)
 {
+	if (skip_stale_stubs(t))
+		return -1;
 	for (int i = 0; i < SAFE_POINT_TRIES; i++) {
 		int r = try_get_in(t, request, request_len);
 

@@ -311,7 +311,8 @@ static void find_slack(struct target *t, const struct elf *e, uint64_t bias)
 		    at + attach_stub_size() > page_end || !m || strcmp(m->perms, "r-xp") ||
 		    at + attach_stub_size() > m->end)
 			continue;
-		t->slack = at;
+		t->slack = t->slack_start = at;
+		t->slack_end = page_end < m->end ? page_end : m->end;
 	}
 }
 
