@@ -10,11 +10,23 @@
  * - one thread blocks in read() on stdin: its end of file ends the program.
  * It prints "ready PID" once all run, and at the end "ok CALLS" and exit 0,
  * or what went wrong and exit 1.
+ *
+ * argv[1] chooses what the main thread does, so that ftpad attach's stub
+ * runs on each kind of thread:
+ * - "hot" (the default): a loop that keeps a double in an SSE register
+ *   between its calls and checks it (the stub must restore the extended
+ *   state);
+ * - "blocked": waits in pthread_join (futex), so the stub runs on a thread
+ *   blocked in read() (the restart of -ERESTARTSYS);
+ * - "sleep": no thread but the main one, sleeping in nanosleep and polling
+ *   stdin, so the stub runs on it (restart through restart_syscall).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,10 +95,10 @@ static void *reader(void *arg)
 	return NULL;
 }
 
+/* Sleeps 30 ms at a time until stop; arg non-NULL: once. */
 static void *sleeper(void *arg)
 {
-	(void)arg;
-	while (!stop) {
+	for (bool once = arg != NULL; !stop; once = false) {
 		struct timespec ts = { 0, 30000000 };
 		uint64_t t0 = ns_now();
 		int r = nanosleep(&ts, NULL);
@@ -95,6 +107,8 @@ static void *sleeper(void *arg)
 			failure("nanosleep", r);
 		if (ns_now() - t0 < 30000000)
 			failure("nanosleep returned early, ns", (long)(ns_now() - t0));
+		if (once)
+			break;
 	}
 	return NULL;
 }
@@ -110,23 +124,70 @@ static void *stdin_watch(void *arg)
 	return NULL;
 }
 
-int main(void)
+/* Counts in a double, in a register across the inner loop (no call in
+ * it), against an integer count: a register the stub did not restore
+ * shows. */
+static unsigned long hot_loop(void)
 {
+	unsigned long sum = 0, n = 0;
+	double acc = 0;
+
+	for (int i = 0; !stop; i++) {
+		for (int k = 0; k < 100000; k++) {
+			acc += 1.0;
+			n++;
+			__asm__ volatile("" : "+x"(acc), "+r"(n));
+		}
+		if (acc != (double)n) {
+			failure("the double's count differs from the integer's", (long)n);
+			acc = (double)n;
+		}
+		sum += (unsigned long)victim_work(i & 1023);
+	}
+	return sum;
+}
+
+/* The only thread: sleeps, and sees stdin's end of file without blocking. */
+static int sleep_alone(void)
+{
+	char c;
+	ssize_t r;
+
+	fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+	printf("ready %d\n", getpid());
+	fflush(stdout);
+	while ((r = read(0, &c, 1)) != 0) {
+		if (r < 0 && errno != EAGAIN)
+			failure("read stdin", r);
+		sleeper(&calls); /* one round */
+	}
+	if (failed)
+		return 1;
+	printf("ok %lu 0\n", calls);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "hot";
 	pthread_t t[4];
 	void *(*fn[4])(void *) = { writer, reader, sleeper, stdin_watch };
 	unsigned long sum = 0;
 
+	if (!strcmp(mode, "sleep"))
+		return sleep_alone();
 	if (pipe(pipefd))
 		return 1;
 	for (int i = 0; i < 4; i++)
 		pthread_create(&t[i], NULL, fn[i], NULL);
 	printf("ready %d\n", getpid());
 	fflush(stdout);
-	for (int i = 0; !stop; i++)
-		sum += (unsigned long)victim_work(i & 1023);
-	for (int i = 0; i < 4; i++)
-		if (i != 3)
-			pthread_join(t[i], NULL);
+	if (!strcmp(mode, "blocked"))
+		pthread_join(t[3], NULL);
+	else
+		sum = hot_loop();
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
 	if (failed)
 		return 1;
 	printf("ok %lu %lu\n", calls, sum);
