@@ -276,8 +276,32 @@ static const Elf64_Phdr *elf_phdrs(const struct elf *e)
 	return (const Elf64_Phdr *)(e->data + e->eh->e_phoff);
 }
 
-/* The module's load bias: where its first mapping (file offset 0) is,
- * less its first PT_LOAD's page. */
+/* Whether bias is where the module was loaded: each executable segment's
+ * page is mapped there, executable, from the right file offset.  (Other
+ * mappings of the same file at offset 0 exist: libftpad maps a module's
+ * file to read its section headers.) */
+static bool loaded_at(const struct target *t, const char *path, const struct elf *e,
+		      uint64_t bias)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < e->eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = &elf_phdrs(e)[i];
+		const struct mapping *m;
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		m = attach_mapping_at(t, bias + ph->p_vaddr);
+		if (!m || strcmp(m->path, path) || !strchr(m->perms, 'x') ||
+		    m->offset + (bias + ph->p_vaddr - m->start) != ph->p_offset)
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+/* The module's load bias: the offset-0 mapping of its file that its first
+ * PT_LOAD's page is at, its executable segments where they belong. */
 static bool load_bias(const struct target *t, const char *path, const struct elf *e,
 		      uint64_t *bias)
 {
@@ -287,8 +311,10 @@ static bool load_bias(const struct target *t, const char *path, const struct elf
 		if (elf_phdrs(e)[i].p_type == PT_LOAD && elf_phdrs(e)[i].p_vaddr < first)
 			first = elf_phdrs(e)[i].p_vaddr;
 	for (size_t i = 0; first != UINT64_MAX && i < t->nmaps; i++) {
-		if (!t->maps[i].offset && !strcmp(t->maps[i].path, path)) {
-			*bias = t->maps[i].start - (first & ~(page - 1));
+		uint64_t b = t->maps[i].start - (first & ~(page - 1));
+
+		if (!t->maps[i].offset && !strcmp(t->maps[i].path, path) && loaded_at(t, path, e, b)) {
+			*bias = b;
 			return true;
 		}
 	}
@@ -346,10 +372,13 @@ static void look_at_module(struct target *t, const char *path, bool is_exe)
 		return;
 	}
 	t->has_sites |= has_sites(&e);
-	if (!t->dlopen && (v = elf_function(&e, SHT_DYNSYM, "dlopen"))) {
-		t->dlopen = bias + v;
-		t->dlsym = (v = elf_function(&e, SHT_DYNSYM, "dlsym")) ? bias + v : 0;
-		t->dlerror = (v = elf_function(&e, SHT_DYNSYM, "dlerror")) ? bias + v : 0;
+	/* libc's three, not a module's interposer of one (libftpad.so's
+	 * dlopen, dlclose). */
+	if (!t->dlopen && elf_function(&e, SHT_DYNSYM, "dlopen") &&
+	    elf_function(&e, SHT_DYNSYM, "dlsym") && elf_function(&e, SHT_DYNSYM, "dlerror")) {
+		t->dlopen = bias + elf_function(&e, SHT_DYNSYM, "dlopen");
+		t->dlsym = bias + elf_function(&e, SHT_DYNSYM, "dlsym");
+		t->dlerror = bias + elf_function(&e, SHT_DYNSYM, "dlerror");
 	}
 	/* libftpad already there: the same copy is opened again, never a
 	 * second one; linked in (libftpad.a): called as it is. */
@@ -381,7 +410,7 @@ static int look_at_modules(struct target *t)
 	if (!t->has_sites)
 		return attach_fail(t->pid, "none of its modules has ftpad sites (no __ftpad_sites "
 			    "section: built without the ftpad plugin?)");
-	if (!t->start && (!t->dlopen || !t->dlsym || !t->dlerror))
+	if (!t->start && !t->dlopen)
 		return attach_fail(t->pid, "no dlopen, dlsym and dlerror found in its libc, and its "
 			    "program does not link libftpad.a");
 	if (!t->slack)
