@@ -280,8 +280,6 @@ static int write_stub(struct target *t, uint64_t pc)
 		return -1;
 	memcpy(stub, ftpad_attach_stub, n);
 	memcpy(stub + (ftpad_attach_stub_slot - ftpad_attach_stub), &pc, sizeof(pc));
-	if (attach_mem_read(t, t->slack, t->saved, n))
-		return -1;
 	if (attach_mem_write(t, t->slack, stub, n)) {
 		attach_mem_write(t, t->slack, t->saved, n); /* a partial write */
 		return -1;
@@ -339,11 +337,18 @@ int attach_poll_stub(struct target *t, int64_t *result, char *errtext)
 	return 1;
 }
 
-/* The guardian: nothing to do if the tool says it is done; if the tool
- * died instead (end of file), what it would have done with the stub. */
+/* The guardian, when the tool dies (end of file) with the stub in the
+ * slack: what the tool would have done.  The tool said 'S' just before
+ * its PTRACE_SETREGS and 'D' just after it, 'R' once done with the stub.
+ * Before 'S' no thread can run the stub: the bytes go back at once.
+ * After 'D' the stub runs to its done mark: the thread is waited out of
+ * it as the tool would.  Between them (the SETREGS call itself), a done
+ * mark within a few seconds says it took; else, the thread not in the
+ * stub, it did not.  Not done after 'D' in time: the thread may still
+ * need the stub, left as is. */
 static _Noreturn void guardian_main(struct target *t, int fd)
 {
-	char c, errtext[AB_ERRTEXT_SIZE];
+	char c = 0, errtext[AB_ERRTEXT_SIZE], said = 0;
 	int64_t result;
 	uint64_t deadline;
 	int r = 0;
@@ -353,17 +358,29 @@ static _Noreturn void guardian_main(struct target *t, int fd)
 	for (int i = 0; i < 1024; i++)
 		if (i != fd && i != t->mem)
 			close(i);
-	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
-		;
-	if (n == 1)
+	while ((n = read(fd, &c, 1)) == 1 || (n < 0 && errno == EINTR)) {
+		if (n == 1 && c == 'R')
+			_exit(0);
+		if (n == 1)
+			said = c;
+	}
+	t->stub_written = true; /* maybe: the saved bytes are right either way */
+	if (!said) {
+		attach_restore_slack(t);
 		_exit(0);
-	deadline = attach_now_ms() + ATTACH_LOAD_TIMEOUT_MS;
+	}
+	deadline = attach_now_ms() + (said == 'D' ? ATTACH_LOAD_TIMEOUT_MS : 3000);
 	while (attach_now_ms() < deadline && !(r = attach_poll_stub(t, &result, errtext)))
 		usleep(1000);
-	/* Not done in time: the thread may still need the stub, left as is. */
-	if (r > 0 && attach_left_stub(t))
+	if ((r > 0 || (said == 'S' && !r)) && attach_left_stub(t))
 		attach_restore_slack(t);
 	_exit(0);
+}
+
+static void tell_guardian(struct target *t, char what)
+{
+	if (t->guardian > 0 && write(t->guardian_fd, &what, 1) != 1)
+		t->guardian = -t->guardian; /* it is gone */
 }
 
 static void start_guardian(struct target *t)
@@ -387,12 +404,11 @@ static void start_guardian(struct target *t)
 
 void attach_guardian_done(struct target *t)
 {
-	if (t->guardian <= 0)
+	if (!t->guardian)
 		return;
-	if (write(t->guardian_fd, "R", 1) != 1)
-		kill(t->guardian, SIGKILL);
+	tell_guardian(t, 'R');
 	close(t->guardian_fd);
-	waitpid(t->guardian, NULL, 0);
+	waitpid(t->guardian > 0 ? t->guardian : -t->guardian, NULL, 0);
 	t->guardian = 0;
 }
 
@@ -430,20 +446,32 @@ static int try_get_in(struct target *t, const char *request, size_t request_len)
 	pc = fill_block(t, th, &b, t->block);
 	/* The block's size is final only now (the state's length): the
 	 * address holds, since the room checked was for the largest. */
-	if (!pc || attach_mem_write(t, t->block, b.data, b.size) || write_stub(t, pc)) {
+	t->chosen = th->tid;
+	if (!pc || attach_mem_read(t, t->slack, t->saved, attach_stub_size())) {
+		err = errno;
+		detach_all(t);
+		free(b.data);
+		return attach_alive(t->pid) ? attach_fail(t->pid, "cannot read its memory: %s",
+							  strerror(err)), -1 : (attach_gone(t->pid), -1);
+	}
+	/* The guardian first: whenever the stub may be in the slack, someone
+	 * is there to take it out. */
+	start_guardian(t);
+	if (attach_mem_write(t, t->block, b.data, b.size) || write_stub(t, pc)) {
 		err = errno;
 		attach_restore_slack(t);
+		attach_guardian_done(t);
 		detach_all(t);
 		free(b.data);
 		return attach_alive(t->pid) ? attach_fail(t->pid, "cannot write the loader: %s",
-						    strerror(err)), -1 : (attach_gone(t->pid), -1);
+							  strerror(err)), -1 : (attach_gone(t->pid), -1);
 	}
 	free(b.data);
-	t->chosen = th->tid;
-	start_guardian(t);
 	attach_stub_regs(&th->regs, t->slack, t->block, &stub_regs);
-	if (attach_set_regs(th->tid, &stub_regs)) {
-		err = errno;
+	tell_guardian(t, 'S');
+	err = attach_set_regs(th->tid, &stub_regs) ? errno : 0;
+	tell_guardian(t, 'D');
+	if (err) {
 		attach_restore_slack(t);
 		attach_guardian_done(t);
 		detach_all(t);
@@ -481,8 +509,14 @@ bool attach_left_stub(struct target *t)
 		struct thread th = { .tid = t->chosen };
 		bool inside;
 
-		if (ptrace(PTRACE_SEIZE, th.tid, NULL, NULL))
-			return errno == ESRCH; /* gone: not in the stub */
+		if (ptrace(PTRACE_SEIZE, th.tid, NULL, NULL)) {
+			if (errno == ESRCH)
+				return true; /* gone: not in the stub */
+			/* EPERM: still traced by a dying tool (its files,
+			 * our pipe's end, close before its tracees go). */
+			usleep(1000);
+			continue;
+		}
 		if (ptrace(PTRACE_INTERRUPT, th.tid, NULL, NULL) || wait_stop(&th))
 			return true;
 		inside = !attach_get_regs(th.tid, &th.regs) && attach_pc(&th.regs) >= t->slack &&
