@@ -290,6 +290,33 @@ def test_refuses_a_second_session(progs, victim, tmp_path):
     victim.finish()
 
 
+def test_process_exit_ends_the_session(progs, victim, tmp_path):
+    """No --duration: the process's own exit ends the session (end of file
+    on the socket); the trace is installed and the tool exits 0."""
+    p = subprocess.Popen([str(FTPAD_BIN), "attach", str(victim.pid), "--library",
+                          str(progs["fake"]), "-o", str(tmp_path / "t")],
+                         stderr=subprocess.PIPE, text=True)
+    assert "attached to" in p.stderr.readline()
+    victim.finish()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0, err
+    assert f"in {tmp_path / 't'}" in err and (tmp_path / "t" / "info").exists()
+
+
+def test_refuses_a_process_under_ftpad_record(progs, tmp_path):
+    """libftpad already records (FTPAD_RECORD at start-up): -EBUSY."""
+    if not has_attach_start(LIBFTPAD_SO):
+        pytest.skip("libftpad.so has no ftpad_attach_start yet (helper attach-lib's part)")
+    v = Victim([FTPAD_BIN, "record", "-o", tmp_path / "rec", "--", progs["victim"]])
+    try:
+        before = v.text()
+        r = attach(v.pid, "-o", tmp_path / "t", check=False)
+        assert_untouched(v, before, r, "it is already recording")
+        v.finish()
+    finally:
+        v.kill()
+
+
 def test_reports_a_library_that_does_not_load(progs, victim, tmp_path):
     """dlopen's own error text comes back from inside the process."""
     bad = tmp_path / "notalib.so"
