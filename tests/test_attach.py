@@ -317,6 +317,16 @@ def test_refuses_a_process_under_ftpad_record(progs, tmp_path):
         v.kill()
 
 
+def test_reports_libftpad_refusing_to_start(progs, victim, tmp_path):
+    """The control thread's "error ERRNO MESSAGE" is said, no trace is left."""
+    r = attach(victim.pid, "-F", "fail", "-o", tmp_path / "t", lib=progs["fake"], check=False)
+    assert r.returncode == 1
+    assert f"process {victim.pid}: libftpad cannot record: no function matches 'fail' " \
+           "(Invalid argument)" in r.stderr, r.stderr
+    assert not list(tmp_path.iterdir())
+    victim.finish()
+
+
 def test_reports_a_library_that_does_not_load(progs, victim, tmp_path):
     """dlopen's own error text comes back from inside the process."""
     bad = tmp_path / "notalib.so"

@@ -183,6 +183,17 @@ struct results {
 	bool started, stopped;
 };
 
+/* "error ERRNO MESSAGE": libftpad could not start the session. */
+static int start_error(struct target *t, const char *line)
+{
+	int err, at = 0;
+
+	if (sscanf(line, "error %d %n", &err, &at) == 1 && at)
+		return attach_fail(t->pid, "libftpad cannot record: %s (%s)", line + at,
+				   strerror(err));
+	return attach_fail(t->pid, "libftpad says: %s", line);
+}
+
 static int run_session(struct target *t, struct session *s, const struct attach_opts *o,
 		       struct results *r)
 {
@@ -192,7 +203,7 @@ static int run_session(struct target *t, struct session *s, const struct attach_
 	if (read_line(s, line, sizeof(line), REPLY_TIMEOUT_MS, &signalled))
 		return signalled ? 0 : attach_fail(t->pid, "no answer from libftpad's control thread");
 	if (sscanf(line, "started sites=%llu enabled=%llu", &r->sites, &r->enabled) != 2)
-		return attach_fail(t->pid, "libftpad says: %s", line);
+		return start_error(t, line);
 	r->started = true;
 	fprintf(stderr, "ftpad: attached to process %d: %llu sites, %llu enabled%s\n", t->pid,
 		r->sites, r->enabled, o->duration > 0 ? "" : "; Ctrl-C to detach");
@@ -468,6 +479,10 @@ int cmd_attach(int argc, char **argv)
 	if (run_session(&t, &s, &o, &r))
 		code = 1;
 	close(s.conn);
+	if (!r.started) { /* nothing was recorded: no trace */
+		remove_tree(tmp);
+		return 1;
+	}
 	finish_trace(&t, tmp, o.d.dir, &r, &code);
 	return code;
 }

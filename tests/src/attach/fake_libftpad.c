@@ -4,7 +4,7 @@
  * docs/design.md's contract asks of ftpad_attach_start and its control
  * thread, with no recorder behind it.  It lets the injection be tested on
  * its own (`ftpad attach --library`).  A second session while one runs
- * gets -EBUSY, as from the real one.
+ * gets -EBUSY, as from the real one; -F fail gets an error line.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,6 +20,7 @@
 
 static atomic_int busy;
 static char socket_name[108];
+static int refuse; /* -F fail: answer as libftpad does when it cannot start */
 
 static const char *setting(const char *request, const char *name)
 {
@@ -45,6 +46,14 @@ static void *control(void *arg)
 		static const char started[] = "started sites=7 enabled=3\n";
 		static const char stopped[] = "stopped events=11 dropped=0 bytes=176\n";
 
+		static const char error[] = "error 22 no function matches 'fail'\n";
+
+		if (refuse) {
+			write(fd, error, sizeof(error) - 1);
+			close(fd);
+			busy = 0;
+			return NULL;
+		}
 		write(fd, started, sizeof(started) - 1);
 		while ((n = read(fd, buf, sizeof(buf))) > 0 && !memchr(buf, '\n', (size_t)n))
 			;
@@ -70,6 +79,8 @@ __attribute__((visibility("default"))) int ftpad_attach_start(const char *reques
 	if (atomic_exchange(&busy, 1))
 		return -EBUSY;
 	strcpy(socket_name, name);
+	refuse = setting(request, "FTPAD_RECORD_FILTER") &&
+		 !strcmp(setting(request, "FTPAD_RECORD_FILTER"), "fail");
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(&t, NULL, control, NULL);
