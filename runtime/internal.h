@@ -64,6 +64,9 @@ struct ftpad_site {
 	uint8_t batch;          /* FTPAD_B_* */
 	uint8_t type;           /* enum ftpad_site_kind of the record, | FTPAD_T_NOEXIT */
 	uint32_t exit_index;    /* exit sites: which of the module's exit stubs is theirs */
+	/* The recorder's event word for this site plus one (0: no id yet),
+	 * which x86_64's fast recording path writes as is (record.c). */
+	uint32_t trace_what;
 };
 
 /* struct ftpad_site.type: an entry site whose function has no exit
@@ -592,6 +595,7 @@ void ftpad_record_signal(unsigned kind, int sig, uintptr_t sp) FTPAD_HIDDEN;
  * recorded; stop it, with its totals.  Whether a trace is being recorded. */
 struct ftpad_record_totals {
 	unsigned long long events, dropped, bytes;
+	unsigned long long fast; /* of events, those the fast path wrote */
 };
 int ftpad_record_session_start(const char *req, unsigned *sites,
 			       unsigned long *enabled) FTPAD_HIDDEN;

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stddef.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -68,6 +69,7 @@ struct rthread {
 	uint32_t depth;       /* frames open, as --depth counts them */
 	uint32_t *open_sp;    /* --depth: sp of the open frames 1..max_depth */
 	int busy;             /* in record_event(): a signal handler's events drop */
+	uint64_t fast_events; /* written by the fast path (trampoline_x86_64.S) */
 	int fd;               /* its events file, opened by the writer */
 	pid_t tid;
 	char comm[16];
@@ -76,7 +78,8 @@ struct rthread {
 static char dir[PATH_MAX];  /* FTPAD_RECORD */
 static char image[64];      /* "<pid>.<n>" */
 static int started;         /* a trace is being recorded (or was, till exit) */
-static int stopping;        /* atomic: no more events */
+/* atomic: no more events; read by the fast path too */
+int stopping __asm__("ftpad_record_stopping") FTPAD_HIDDEN;
 static int ended;           /* atomic: the trace's end is written */
 static struct ftpad_ops record_ops;
 
@@ -104,7 +107,19 @@ static uint64_t bytes_written; /* under write_lock */
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t writer;
 static pthread_key_t thread_key;
-static TLS struct rthread *self;
+TLS struct rthread *self __asm__("ftpad_record_self") FTPAD_HIDDEN;
+
+/*
+ * x86_64's fast recording path (trampoline_x86_64.S "Fast recording")
+ * writes an event itself, with no C, when a site's ops is
+ * ftpad_record_fast_ops: the recorder's, when no option needs C per event
+ * (--depth, --time-filter).  It reads a site's event word from
+ * ->trace_what, the thread from self, and keeps the chunk's last slot as
+ * record_event() does (below ftpad_record_fast_limit).  The offsets it
+ * uses are checked here.
+ */
+struct ftpad_ops *ftpad_record_fast_ops FTPAD_HIDDEN;
+uint32_t ftpad_record_fast_limit FTPAD_HIDDEN;
 
 /* --depth (0: every depth) and --time-filter (0: every call, else ticks). */
 static uint32_t max_depth;
@@ -117,6 +132,12 @@ static unsigned nmods;      /* atomic: entries published */
 static uint32_t next_id;    /* under mods_lock */
 static int mods_lock;       /* atomic spin flag, taken with trylock only */
 static int sites_fd = -1;
+
+_Static_assert(offsetof(struct rthread, cur) == 8 && offsetof(struct rthread, busy) == 56 &&
+	       offsetof(struct rthread, fast_events) == 64, "trampoline_x86_64.S RT_*");
+_Static_assert(offsetof(struct chunk, n) == 16 && offsetof(struct chunk, ev) == 24,
+	       "trampoline_x86_64.S CH_*");
+_Static_assert(offsetof(struct ftpad_site, trace_what) == 48, "trampoline_x86_64.S SITE_WHAT");
 
 static struct chunk *chunk_at(uint32_t index)
 {
@@ -447,6 +468,21 @@ static void write_site_lines(const struct ftpad_module *m, uint32_t base)
 	write_all(sites_fd, batch, used);
 }
 
+/* Each site's event word, for the fast path: its kind and id (base +
+ * its index), plus one. */
+static void set_trace_what(struct ftpad_module *m, uint32_t base)
+{
+	for (size_t i = 0; i < m->nsites; i++) {
+		struct ftpad_site *s = &m->sites[i];
+		unsigned kind = ftpad_site_kind(s) == FTPAD_SITE_KIND_EXIT	  ? FTPAD_EVENT_EXIT
+				: ftpad_site_kind(s) == FTPAD_SITE_KIND_TAIL_EXIT ? FTPAD_EVENT_TAIL_EXIT
+										  : FTPAD_EVENT_ENTRY;
+
+		__atomic_store_n(&s->trace_what, ftpad_event_what(kind, base + (uint32_t)i) + 1,
+				 __ATOMIC_RELAXED);
+	}
+}
+
 static int module_slot(const struct ftpad_module *m)
 {
 	unsigned n = __atomic_load_n(&nmods, __ATOMIC_ACQUIRE);
@@ -473,6 +509,7 @@ static int64_t module_base(struct ftpad_module *m)
 		mods[i].base = next_id;
 		next_id += m->nsites;
 		write_site_lines(m, mods[i].base);
+		set_trace_what(m, mods[i].base);
 		__atomic_store_n(&nmods, i + 1, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&mods_lock, 0, __ATOMIC_RELEASE);
@@ -777,9 +814,11 @@ static void flush_all(void)
 
 static void count_totals(struct ftpad_record_totals *tot)
 {
-	tot->events = tot->dropped = 0;
-	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
-		tot->events += t->events, tot->dropped += t->dropped;
+	tot->events = tot->dropped = tot->fast = 0;
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+		tot->events += t->events + t->fast_events, tot->dropped += t->dropped;
+		tot->fast += t->fast_events;
+	}
 	pthread_mutex_lock(&write_lock);
 	tot->bytes = bytes_written;
 	pthread_mutex_unlock(&write_lock);
@@ -790,12 +829,14 @@ static void count_totals(struct ftpad_record_totals *tot)
 static void write_stats(const struct ftpad_stats *st)
 {
 	struct ftpad_record_totals tot;
-	char text[256];
+	char text[320];
 
 	count_totals(&tot);
-	snprintf(text, sizeof(text), "sites=%u\nenabled=%lu\nevents=%llu\ndropped=%llu\nbytes=%llu\n",
+	snprintf(text, sizeof(text),
+		 "sites=%u\nenabled=%lu\nevents=%llu\ndropped=%llu\nbytes=%llu\nfast_events=%llu\n",
 		 next_id, st->enabled, (unsigned long long)tot.events,
-		 (unsigned long long)tot.dropped, (unsigned long long)tot.bytes);
+		 (unsigned long long)tot.dropped, (unsigned long long)tot.bytes,
+		 (unsigned long long)tot.fast);
 	append_image(text);
 	clock_sync();
 }
@@ -1035,6 +1076,7 @@ static bool set_pool(void)
 	size_t size = (sizeof(struct chunk) + events * sizeof(struct ftpad_event) + 63) & ~63ul;
 
 	budget = setting_size("FTPAD_RECORD_SIZE", UINT64_MAX, 0);
+	ftpad_record_fast_limit = events - 1 > UINT32_MAX ? UINT32_MAX : events - 1;
 	if (pool && (size != chunk_size || n != nchunks)) {
 		munmap(pool, chunk_size * nchunks);
 		pool = NULL;
@@ -1068,7 +1110,8 @@ static bool reset_threads(void)
 {
 	for (struct rthread *t = threads; t; t = t->next) {
 		t->cur = NULL;
-		t->lost = t->events = t->dropped = 0;
+		t->lost = t->events = t->fast_events = t->dropped = 0;
+		t->lost_since = 0;
 		t->depth = 0;
 		t->fd = -1;
 		if (!max_depth)
@@ -1165,6 +1208,7 @@ static int register_record_ops(bool exits)
 	/* Entries only: with no exit callback, no exit site is patched. */
 	record_ops.exit_func = exits ? record_exit : NULL;
 	record_ops.flags = FTPAD_OPS_FL_RECURSION;
+	ftpad_record_fast_ops = max_depth || min_ticks ? NULL : &record_ops;
 	/* Reset, as a session's may follow another's; no glob: every site. */
 	err = ftpad_set_filter(&record_ops, filter ? filter : "", 1);
 	if (!err)

@@ -236,9 +236,11 @@ FUNC \name1
 	.endm
 
 /* Sites with an ops slot; endbr: 4 when endbr64 precedes the site, kind
- * the stub's (ENDBR 1, SLOT 2). */
+ * the stub's (ENDBR 1, SLOT 2).  The fast recording path comes first
+ * (LEAN_ENTRY) and jumps to .L\name\()_generic when it cannot write. */
 	.macro FAST name, endbr, kind, vec
-FUNC \name
+	LEAN_ENTRY \name, \endbr, \kind
+.L\name\()_generic:
 	PROLOGUE \vec
 	movq $0, R_FULL(%rsp)
 	movq ftpad_slot@gottpoff(%rip), %rax
@@ -358,22 +360,235 @@ FUNC \name
 	.size \name, .-\name
 	.endm
 
+/*
+ * Fast recording.  When a site's ops is the recorder's and no option needs
+ * C per event (record.c: ftpad_record_fast_ops), the event is written here,
+ * before any frame is built: the site's event word (struct ftpad_site
+ * .trace_what, plus one), the TSC and the stack pointer go into the
+ * thread's current chunk, and the registers used are pushed and popped
+ * around it.  Only general registers are used, never a vector or x87 one,
+ * so the arguments (at an entry) and the return value (at an exit: rax,
+ * rdx, xmm0, xmm1, st(0), st(1)) are untouched; the flags are dead at both.
+ *
+ * Anything unusual goes the generic way, which writes the same event from
+ * C: no thread slot or a nested dispatch (NOT_FAST), the site mid-patch,
+ * another ops, no id yet, no thread or chunk yet, a full chunk (its last
+ * slot is the LOST event's), the recorder stopping, or the thread already
+ * writing an event (record.c's busy).
+ *
+ * A signal handler on the same thread records too.  The event is written
+ * inside the thread's busy count, as record_event() writes it: busy goes
+ * up, the slot is reserved (the chunk's n goes up), the 16 bytes are
+ * written, busy goes down, each a single instruction.  A handler that
+ * comes in between finds busy set, and its event is dropped and counted
+ * (a LOST event says how many), as in C; so a chunk is never handed over,
+ * nor a slot reused, while a reserved slot is still unwritten, and the
+ * reader never meets a half-written event.
+ *
+ * rdtsc, not rdtscp: the event needs the time of the call, not a fence
+ * against the instructions before it, and rdtscp waits for all of them
+ * (record.c's C path uses rdtsc too, so both kinds of event agree).
+ *
+ * TLS: ftpad_record_self is initial-exec, as ftpad_slot already is; when
+ * libftpad is dlopened (`ftpad attach`) glibc places both in its surplus
+ * static TLS, which has room for a few such variables.
+ */
+#define SITE_WHAT 48    /* struct ftpad_site: trace_what */
+#define RT_CUR 8        /* struct rthread (record.c): cur */
+#define RT_BUSY 56      /* ... busy */
+#define RT_FAST 64      /* ... fast_events */
+#define CH_N 16         /* struct chunk: n */
+#define CH_EV 24        /* ... ev */
+#define SYS_FUTEX 202
+#define FUTEX_WAKE_PRIVATE 129
+
+	.macro PUSH_CFI reg
+	pushq \reg
+	.cfi_adjust_cfa_offset 8
+	.endm
+
+	.macro POP_CFI reg
+	popq \reg
+	.cfi_adjust_cfa_offset -8
+	.endm
+
+/* What RECORD uses, around it (40 bytes). */
+	.macro SAVE_SCRATCH
+	PUSH_CFI %rax
+	PUSH_CFI %rdx
+	PUSH_CFI %rcx
+	PUSH_CFI %rsi
+	PUSH_CFI %rdi
+	.endm
+
+	.macro RESTORE_SCRATCH
+	POP_CFI %rdi
+	POP_CFI %rsi
+	POP_CFI %rcx
+	POP_CFI %rdx
+	POP_CFI %rax
+	.endm
+
+/* The event of word ecx (plus one) and the stack pointer at spoff(%rsp);
+ * to fail when it cannot be written here.  Uses rax rdx rcx rsi rdi. */
+	.macro RECORD fail, spoff
+	subl $1, %ecx
+	jb \fail                  /* no id yet */
+	movq ftpad_record_self@gottpoff(%rip), %rdi
+	movq %fs:(%rdi), %rdi     /* the thread's struct rthread */
+	testq %rdi, %rdi
+	jz \fail
+	cmpl $0, ftpad_record_stopping(%rip)
+	jne \fail
+	cmpl $0, RT_BUSY(%rdi)
+	jne \fail
+	movq RT_CUR(%rdi), %rsi   /* its chunk */
+	testq %rsi, %rsi
+	jz \fail
+	movl CH_N(%rsi), %eax
+	cmpl ftpad_record_fast_limit(%rip), %eax
+	jae \fail
+	addl $1, RT_BUSY(%rdi)    /* from here a handler's events drop */
+	addl $1, CH_N(%rsi)       /* reserved: ev[eax] */
+	shlq $4, %rax
+	leaq CH_EV(%rsi,%rax), %rsi
+	rdtsc
+	movl %eax, (%rsi)
+	movl %edx, 4(%rsi)
+	movl %ecx, 8(%rsi)
+	leaq \spoff(%rsp), %rax
+	movl %eax, 12(%rsi)
+	addq $1, RT_FAST(%rdi)
+	subl $1, RT_BUSY(%rdi)
+	.endm
+
+/* Out of the dispatch entered on slot r11 (one sub), and the writer waiting
+ * for a grace period woken, as ftpad_grace_wake() does, by a futex call
+ * made here (no C: the arguments are live).  Uses rax rcx rdx rsi rdi r11,
+ * and keeps r8 r9 r10. */
+	.macro LEAVE_DISPATCH
+	subq $1, (%r11)
+	cmpl $0, T_WAITERS(%r11)
+	je 91f
+	xorl %eax, %eax
+	xchgl %eax, T_WAITERS(%r11)
+	testl %eax, %eax
+	jz 91f
+	PUSH_CFI %r8
+	PUSH_CFI %r9
+	PUSH_CFI %r10
+	leaq T_WAITERS(%r11), %rdi
+	movl $FUTEX_WAKE_PRIVATE, %esi
+	movl $0x7fffffff, %edx
+	xorl %r10d, %r10d
+	xorl %r8d, %r8d
+	xorl %r9d, %r9d
+	movl $SYS_FUTEX, %eax
+	syscall                   /* errno is not touched: no libc */
+	POP_CFI %r10
+	POP_CFI %r9
+	POP_CFI %r8
+91:
+	.endm
+
+/* An entry site's fast path, in front of its FAST trampoline: the site is
+ * found through its slot, inside a dispatch (the slot may be read only
+ * there, patch.c), as the generic path does. */
+	.macro LEAN_ENTRY name, endbr, kind
+FUNC \name
+	.cfi_startproc
+	endbr64 /* reached by the stub's indirect jmp */
+	SAVE_SCRATCH
+	movq ftpad_slot@gottpoff(%rip), %rax
+	movq %fs:(%rax), %r11     /* this thread's struct ftpad_thread_slot */
+	testq %r11, %r11
+	jz 82f
+	testl $NOT_FAST, (%r11)
+	jnz 82f
+	addq $ENTER, (%r11)
+	movq 40(%rsp), %rcx       /* site + 5 */
+	cmpb $0xe8, -5(%rcx)      /* still a call: the slot is whole */
+	jne 81f
+	movq -13-\endbr(%rcx), %rcx /* the slot: our struct ftpad_site */
+	movq (%rcx), %rax         /* its ops */
+	testq %rax, %rax
+	jz 81f
+	cmpq ftpad_record_fast_ops(%rip), %rax
+	jne 81f
+	movl SITE_WHAT(%rcx), %ecx
+	RECORD 81f, 48            /* sp: at the return address into the caller */
+	LEAVE_DISPATCH
+	RESTORE_SCRATCH
+	ret
+	.cfi_adjust_cfa_offset 40
+81:	LEAVE_DISPATCH
+82:
+	RESTORE_SCRATCH
+	movl $\kind, %r11d        /* the stub's, for the generic path */
+	jmp .L\name\()_generic
+	.cfi_endproc
+	.endm
+
+/* An exit site's fast path: its stub pushed its struct ftpad_site, so
+ * [rsp] = &site, [rsp + 8] = site + 5, [rsp + 16] = parent_ip.  No
+ * dispatch is entered: nothing here reads a slot, and the site outlives
+ * the function returning through it.  The generic exit trampoline gets
+ * the stack it expects, without the pushed word. */
+	.macro LEAN_EXIT name, generic
+FUNC \name
+	.cfi_startproc
+	.cfi_adjust_cfa_offset 8
+	endbr64 /* reached by the stub's indirect jmp */
+	SAVE_SCRATCH
+	PUSH_CFI %r11             /* live: an indirect tail call's target */
+	movq ftpad_slot@gottpoff(%rip), %rax
+	movq %fs:(%rax), %rax
+	testq %rax, %rax
+	jz 83f
+	testl $NOT_FAST, (%rax)   /* busy, or nested in a callback */
+	jnz 83f
+	movq 48(%rsp), %rcx       /* &site */
+	movq (%rcx), %rax
+	testq %rax, %rax
+	jz 83f
+	cmpq ftpad_record_fast_ops(%rip), %rax
+	jne 83f
+	movl SITE_WHAT(%rcx), %ecx
+	RECORD 83f, 64            /* sp: at the return address, as at the entry */
+	POP_CFI %r11
+	RESTORE_SCRATCH
+	leaq 8(%rsp), %rsp        /* the site's word; the flags stay */
+	.cfi_adjust_cfa_offset -8
+	ret
+	.cfi_adjust_cfa_offset 56
+83:	POP_CFI %r11
+	RESTORE_SCRATCH
+	leaq 8(%rsp), %rsp
+	.cfi_adjust_cfa_offset -8
+	jmp \generic
+	.cfi_endproc
+	.size \name, .-\name
+	.endm
+
 	SLOTLESS ftpad_trampoline_0, ftpad_trampoline_1, SSE
 	FAST ftpad_trampoline_2, 0, 2, SSE
 	FAST ftpad_trampoline_3, 4, 3, SSE
 	FULL ftpad_trampoline_regs, SSE
 	EXIT ftpad_trampoline_exit, SSE
+	LEAN_EXIT ftpad_trampoline_exit_site, ftpad_trampoline_exit
 
 	SLOTLESS ftpad_trampoline_avx_0, ftpad_trampoline_avx_1, AVX
 	FAST ftpad_trampoline_avx_2, 0, 2, AVX
 	FAST ftpad_trampoline_avx_3, 4, 3, AVX
 	FULL ftpad_trampoline_avx_regs, AVX
 	EXIT ftpad_trampoline_avx_exit, AVX
+	LEAN_EXIT ftpad_trampoline_avx_exit_site, ftpad_trampoline_avx_exit
 
 	SLOTLESS ftpad_trampoline_avx512_0, ftpad_trampoline_avx512_1, AVX512
 	FAST ftpad_trampoline_avx512_2, 0, 2, AVX512
 	FAST ftpad_trampoline_avx512_3, 4, 3, AVX512
 	FULL ftpad_trampoline_avx512_regs, AVX512
 	EXIT ftpad_trampoline_avx512_exit, AVX512
+	LEAN_EXIT ftpad_trampoline_avx512_exit_site, ftpad_trampoline_avx512_exit
 
 	.section .note.GNU-stack, "", @progbits

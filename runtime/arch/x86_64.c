@@ -76,9 +76,10 @@ const size_t ftpad_arch_site_len = sizeof(nop5);
 #define LE64_OF(...) LE64(__VA_ARGS__)
 const uint64_t ftpad_arch_slot_empty = LE64_OF(FTPAD_X86_64_SLOT_NOP);
 const size_t ftpad_arch_stubs_size = EXIT_LITERAL + 8;
-/* Every exit site calls the one exit stub: the trampoline finds the site
- * from the return address. */
-const size_t ftpad_arch_exit_stub_size = 0;
+/* Each exit site calls a stub of its own, which pushes its struct
+ * ftpad_site and jumps to the page's exit stub (fill_site_exit_stub()). */
+#define SITE_EXIT_STUB_SIZE 24
+const size_t ftpad_arch_exit_stub_size = SITE_EXIT_STUB_SIZE;
 
 /* trampoline_x86_64.S: one entry per kind, then the exits', in each
  * vector width. */
@@ -86,12 +87,12 @@ const size_t ftpad_arch_exit_stub_size = 0;
 #define TRAMPOLINES(w)                                                              \
 	extern char ftpad_trampoline##w##_0[], ftpad_trampoline##w##_1[],           \
 		ftpad_trampoline##w##_2[], ftpad_trampoline##w##_3[],               \
-		ftpad_trampoline##w##_regs[], ftpad_trampoline##w##_exit[] FTPAD_HIDDEN; \
+		ftpad_trampoline##w##_regs[], ftpad_trampoline##w##_exit_site[] FTPAD_HIDDEN; \
 	static const uintptr_t trampolines##w[TRAMPOLINE_EXIT + 1] = {              \
 		(uintptr_t)ftpad_trampoline##w##_0, (uintptr_t)ftpad_trampoline##w##_1, \
 		(uintptr_t)ftpad_trampoline##w##_2, (uintptr_t)ftpad_trampoline##w##_3, \
 		(uintptr_t)ftpad_trampoline##w##_regs,                              \
-		(uintptr_t)ftpad_trampoline##w##_exit,                              \
+		(uintptr_t)ftpad_trampoline##w##_exit_site,                         \
 	}
 TRAMPOLINES();
 TRAMPOLINES(_avx);
@@ -117,7 +118,9 @@ static inline uintptr_t stub_of(const struct ftpad_site *site, uintptr_t stubs, 
 {
 	unsigned int kind = site->kind | (regs ? KIND_REGS : 0);
 
-	return ftpad_site_is_exit(site) ? stubs + EXIT_STUB : stubs + kind * STUB_SIZE;
+	if (ftpad_site_is_exit(site))
+		return stubs + ftpad_arch_stubs_size + site->exit_index * SITE_EXIT_STUB_SIZE;
+	return stubs + kind * STUB_SIZE;
 }
 
 int ftpad_arch_site_call(const struct ftpad_site *site, uintptr_t stubs, bool regs,
@@ -176,9 +179,10 @@ static const uintptr_t *vector_trampolines(void)
 
 /*
  * The exit stub, at page + EXIT_STUB:   jmp *literal(%rip) ; int3 ; literal
- * (or jmp rel32 when the trampoline is within reach).  Unlike the entry
- * stubs it sets no register: everything is live at an exit, r11 too (GCC
- * and clang jump through it in indirect tail calls).
+ * (or jmp rel32 when the trampoline is within reach), which every exit
+ * site's own stub jumps to with its struct ftpad_site pushed.  Unlike the
+ * entry stubs they set no register: everything is live at an exit, r11
+ * too (GCC and clang jump through it in indirect tail calls).
  */
 static void fill_exit_stub(uint8_t *p, uintptr_t at, uintptr_t target)
 {
@@ -232,9 +236,26 @@ void ftpad_arch_stubs_fill(uint8_t *buf, uintptr_t page)
 	fill_exit_stub(buf + EXIT_STUB, page + EXIT_STUB, width[TRAMPOLINE_EXIT]);
 }
 
+/*
+ * Exit site s's stub, at page + ftpad_arch_stubs_size + 24 * s->exit_index:
+ *      push literal(%rip) ; jmp page + EXIT_STUB ; int3... ; literal: &s
+ * so that the exit trampoline knows the site without looking its address
+ * up (trampoline_x86_64.S "Fast recording").
+ */
 void ftpad_arch_exit_stub_fill(uint8_t *buf, uintptr_t at, const struct ftpad_site *site)
 {
-	(void)buf, (void)at, (void)site; /* one shared stub */
+	enum { PUSH_LEN = 6, JMP_END = PUSH_LEN + 5, LITERAL = 16 };
+	uintptr_t page = at - ftpad_arch_stubs_size - site->exit_index * SITE_EXIT_STUB_SIZE;
+	int32_t push_rel = LITERAL - PUSH_LEN;
+	int32_t jmp_rel = (int32_t)((intptr_t)(page + EXIT_STUB) - (intptr_t)(at + JMP_END));
+	uintptr_t literal = (uintptr_t)site;
+
+	memset(buf, 0xcc, SITE_EXIT_STUB_SIZE);
+	buf[0] = 0xff, buf[1] = 0x35;
+	memcpy(buf + 2, &push_rel, sizeof(push_rel));
+	buf[PUSH_LEN] = 0xe9;
+	memcpy(buf + PUSH_LEN + 1, &jmp_rel, sizeof(jmp_rel));
+	memcpy(buf + LITERAL, &literal, sizeof(literal));
 }
 
 unsigned long *ftpad_arch_regs_argument_slot(struct ftpad_regs *regs, unsigned int n)
