@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: MIT
+"""x86_64's fast recording path (trampoline_x86_64.S "Fast recording"):
+when the recorder is the only ops on a site and no option needs C per event,
+entry and exit events are written by the trampoline itself.  The image's
+fast_events= counts them, so these tests see which path ran without timing
+anything: the fast path writes (nearly) every event of a plain `ftpad
+record`, none under --depth or --time-filter, and a program whose calls use
+every argument and return register (tests/src/record_fast/regs.c: integer,
+SSE, varargs, x87 long double, two-register returns, an indirect tail call)
+prints the same recorded as unrecorded, built by both plugins with exit
+sites."""
+import collections
+import pathlib
+import platform
+
+import pytest
+
+from ftpadtest import COMPILERS, FTPAD_BIN, run
+from test_record import Trace
+
+SRC = pathlib.Path(__file__).parent / "src" / "record_fast"
+CALLS = 20000  # of each function: several chunks of 4096 events
+FUNCTIONS = ["ints", "dbls", "vsum", "ldiv3", "cld", "two", "dtwo", "tail", "target"]
+
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
+                                reason="the fast path is x86_64's")
+
+
+@pytest.fixture(scope="module", params=COMPILERS, ids=[c.name for c in COMPILERS])
+def regs(request, tmp_path_factory):
+    c = request.param
+    if not c.plugin.exists() or not FTPAD_BIN.exists():
+        pytest.fail(f"{c.plugin} or {FTPAD_BIN} is missing: run `make` first")
+    out = tmp_path_factory.mktemp(f"record-fast-{c.name}")
+    run([*c.driver(), "-O2", "-g0", *c.flags(exit=1), "-o", out / "regs", SRC / "regs.c"])
+    return out / "regs"
+
+
+def record(prog, tmp_path, *opts):
+    """Records PROG CALLS; checks its output against an unrecorded run and
+    returns the trace's one image."""
+    trace = tmp_path / "trace"
+    p = run([FTPAD_BIN, "record", *opts, "-o", trace, "--", prog, CALLS], check=False)
+    plain = run([prog, CALLS])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == plain.stdout, "a register changed under the recorder"
+    (image,) = Trace(trace).images.values()
+    return image
+
+
+def stat(image, key):
+    return int(image.kv[key][-1])
+
+
+def test_registers_survive_and_the_fast_path_writes(regs, tmp_path):
+    image = record(regs, tmp_path)
+    events = stat(image, "events")
+    assert stat(image, "dropped") == 0
+    # Every call's entry and exit, main's too, and nothing else.
+    assert events == image.events() == 2 * CALLS * len(FUNCTIONS) + 2
+    # Only a thread's first event and the first after each full chunk go
+    # through C (no thread or chunk yet): a handful.
+    chunks = events // 4095 + 1
+    assert events - chunks - 1 <= stat(image, "fast_events") <= events
+    # Entries and exits pair up, and tail's exit is a tail exit.
+    (evs,) = image.threads.values()
+    kinds = collections.Counter((image.sites[s][3], k) for _, k, s, _ in evs)
+    for f in FUNCTIONS:
+        assert kinds[(f, "entry")] == CALLS, f
+        assert kinds[(f, "tail-exit" if f == "tail" else "exit")] == CALLS, f
+
+
+@pytest.mark.parametrize("opts", [("--depth", "3"), ("--time-filter", "1us")],
+                         ids=["depth", "time-filter"])
+def test_options_with_c_per_event_take_the_generic_path(regs, tmp_path, opts):
+    image = record(regs, tmp_path, *opts)
+    assert stat(image, "events") > 0
+    assert stat(image, "fast_events") == 0
