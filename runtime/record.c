@@ -70,6 +70,7 @@ struct rthread {
 	uint32_t *open_sp;    /* --depth: sp of the open frames 1..max_depth */
 	int busy;             /* in record_event(): a signal handler's events drop */
 	uint64_t fast_events; /* written by the fast path (trampoline_x86_64.S) */
+	int pending;          /* the fast path holds a slot of cur: keep cur */
 	int fd;               /* its events file, opened by the writer */
 	pid_t tid;
 	char comm[16];
@@ -134,7 +135,8 @@ static int mods_lock;       /* atomic spin flag, taken with trylock only */
 static int sites_fd = -1;
 
 _Static_assert(offsetof(struct rthread, cur) == 8 && offsetof(struct rthread, busy) == 56 &&
-	       offsetof(struct rthread, fast_events) == 64, "trampoline_x86_64.S RT_*");
+	       offsetof(struct rthread, fast_events) == 64 && offsetof(struct rthread, pending) == 72,
+	       "trampoline_x86_64.S RT_*");
 _Static_assert(offsetof(struct chunk, n) == 16 && offsetof(struct chunk, ev) == 24,
 	       "trampoline_x86_64.S CH_*");
 _Static_assert(offsetof(struct ftpad_site, trace_what) == 48, "trampoline_x86_64.S SITE_WHAT");
@@ -251,9 +253,13 @@ static struct rthread *thread_start(void)
 	return t;
 }
 
-/* Slow path: the chunk is full or absent. */
+/* Slow path: the chunk is full or absent.  Not in a signal handler that
+ * came while the fast path held a slot it has not written yet: that chunk
+ * is not handed over before the slot is written. */
 static bool make_room(struct rthread *t)
 {
+	if (t->pending)
+		return false;
 	hand_over(t);
 	t->cur = new_chunk(t);
 	if (!t->cur)
@@ -1207,7 +1213,10 @@ static int register_record_ops(bool exits)
 	record_ops.func = record_entry;
 	/* Entries only: with no exit callback, no exit site is patched. */
 	record_ops.exit_func = exits ? record_exit : NULL;
-	record_ops.flags = FTPAD_OPS_FL_RECURSION;
+	/* No FTPAD_OPS_FL_RECURSION: busy keeps record_event() from
+	 * recursing, and the guard would silently drop the events of a
+	 * signal handler that came during a callback. */
+	record_ops.flags = 0;
 	ftpad_record_fast_ops = max_depth || min_ticks ? NULL : &record_ops;
 	/* Reset, as a session's may follow another's; no glob: every site. */
 	err = ftpad_set_filter(&record_ops, filter ? filter : "", 1);

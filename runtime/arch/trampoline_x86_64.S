@@ -39,6 +39,7 @@
  * (docs/runtime.md, Limits).
  *
  *  - ftpad_trampoline_2 and _3, sites with an ops slot (the common case),
+ *    first try the fast recording path (below: no frame at all), then
  *    dispatch in assembly: enter (one add to this thread's slot word),
  *    check that the site is still a call, take its struct ftpad_site from
  *    the slot and call ops->internal.call(ip, parent_ip, ops, regs) with
@@ -52,8 +53,11 @@
  *    every general register and the flags too, then goes to C.
  *
  *  - ftpad_trampoline_exit is what every enabled exit site reaches, by
- *    `call rel32` to its module's exit stub, which jumps here and sets
- *    nothing (docs/runtime.md "Exit sites").  There the function has
+ *    `call rel32` to a stub of its own, which pushes the site's struct
+ *    ftpad_site and jumps through the module's exit stub to
+ *    ftpad_trampoline_exit_site (fast recording, below), which pops that
+ *    word and comes here; no register is set on the way (docs/runtime.md
+ *    "Exit sites").  There the function has
  *    restored its caller's registers and is about to return (or jump to
  *    a tail callee), with the stack as at its entry: [rsp] = site + 5,
  *    [rsp + 8] = the return address into its caller.  Live are the return
@@ -376,14 +380,25 @@ FUNC \name
  * slot is the LOST event's), the recorder stopping, or the thread already
  * writing an event (record.c's busy).
  *
- * A signal handler on the same thread records too.  The event is written
- * inside the thread's busy count, as record_event() writes it: busy goes
- * up, the slot is reserved (the chunk's n goes up), the 16 bytes are
- * written, busy goes down, each a single instruction.  A handler that
- * comes in between finds busy set, and its event is dropped and counted
- * (a LOST event says how many), as in C; so a chunk is never handed over,
- * nor a slot reused, while a reserved slot is still unwritten, and the
- * reader never meets a half-written event.
+ * A signal handler on the same thread records too, and so may land between
+ * any two instructions here.  The slot is reserved first and written
+ * after, so that a handler's events go before or after ours, never into
+ * our slot:
+ *  - the thread's pending count goes up first: while it is up, the C path
+ *    (make_room()) does not hand the chunk over, so the chunk stays the
+ *    thread's and its n only grows;
+ *  - n is read, then the TSC, then n + 1 is stored with cmpxchg (no lock
+ *    prefix: only this thread and its handlers write n, and one
+ *    instruction is whole against a signal).  Should a handler have
+ *    written events in between, n moved, and the three are done again:
+ *    so no event written before ours has a later time, and the slots of a
+ *    thread's events are in the order of their times;
+ *  - the event is written, and pending goes down.
+ * A handler that needs a new chunk while the interrupted path holds its
+ * slot has its event dropped and counted (a LOST event says how many), as
+ * has one that interrupts the C path (record.c's busy), which the fast
+ * path leaves alone.  So the writer never gets a chunk with a slot
+ * reserved and unwritten, and a reader needs nothing special.
  *
  * rdtsc, not rdtscp: the event needs the time of the call, not a fence
  * against the instructions before it, and rdtscp waits for all of them
@@ -397,6 +412,7 @@ FUNC \name
 #define RT_CUR 8        /* struct rthread (record.c): cur */
 #define RT_BUSY 56      /* ... busy */
 #define RT_FAST 64      /* ... fast_events */
+#define RT_PENDING 72   /* ... pending */
 #define CH_N 16         /* struct chunk: n */
 #define CH_EV 24        /* ... ev */
 #define SYS_FUTEX 202
@@ -412,16 +428,18 @@ FUNC \name
 	.cfi_adjust_cfa_offset -8
 	.endm
 
-/* What RECORD uses, around it (40 bytes). */
+/* What RECORD uses, around it (48 bytes). */
 	.macro SAVE_SCRATCH
 	PUSH_CFI %rax
 	PUSH_CFI %rdx
 	PUSH_CFI %rcx
 	PUSH_CFI %rsi
 	PUSH_CFI %rdi
+	PUSH_CFI %r8
 	.endm
 
 	.macro RESTORE_SCRATCH
+	POP_CFI %r8
 	POP_CFI %rdi
 	POP_CFI %rsi
 	POP_CFI %rcx
@@ -430,7 +448,7 @@ FUNC \name
 	.endm
 
 /* The event of word ecx (plus one) and the stack pointer at spoff(%rsp);
- * to fail when it cannot be written here.  Uses rax rdx rcx rsi rdi. */
+ * to fail when it cannot be written here.  Uses rax rdx rcx rsi rdi r8. */
 	.macro RECORD fail, spoff
 	subl $1, %ecx
 	jb \fail                  /* no id yet */
@@ -438,28 +456,35 @@ FUNC \name
 	movq %fs:(%rdi), %rdi     /* the thread's struct rthread */
 	testq %rdi, %rdi
 	jz \fail
+	cmpl $0, RT_BUSY(%rdi)    /* we interrupted its C path */
+	jne \fail
+	addl $1, RT_PENDING(%rdi) /* from here its chunk stays */
 	cmpl $0, ftpad_record_stopping(%rip)
-	jne \fail
-	cmpl $0, RT_BUSY(%rdi)
-	jne \fail
+	jne 93f
 	movq RT_CUR(%rdi), %rsi   /* its chunk */
 	testq %rsi, %rsi
-	jz \fail
-	movl CH_N(%rsi), %eax
-	cmpl ftpad_record_fast_limit(%rip), %eax
-	jae \fail
-	addl $1, RT_BUSY(%rdi)    /* from here a handler's events drop */
-	addl $1, CH_N(%rsi)       /* reserved: ev[eax] */
-	shlq $4, %rax
-	leaq CH_EV(%rsi,%rax), %rsi
+	jz 93f
+92:	movl CH_N(%rsi), %r8d
+	cmpl ftpad_record_fast_limit(%rip), %r8d
+	jae 93f
 	rdtsc
-	movl %eax, (%rsi)
-	movl %edx, 4(%rsi)
-	movl %ecx, 8(%rsi)
-	leaq \spoff(%rsp), %rax
-	movl %eax, 12(%rsi)
+	shlq $32, %rdx
+	orq %rax, %rdx            /* the time, read after n */
+	movl %r8d, %eax
+	addl $1, %r8d
+	cmpxchgl %r8d, CH_N(%rsi) /* reserve ev[n], unless a handler wrote since */
+	jne 92b
+	shlq $4, %rax
+	movq %rdx, CH_EV(%rsi,%rax)
+	movl %ecx, CH_EV+8(%rsi,%rax)
+	leaq \spoff(%rsp), %rdx
+	movl %edx, CH_EV+12(%rsi,%rax)
 	addq $1, RT_FAST(%rdi)
-	subl $1, RT_BUSY(%rdi)
+	subl $1, RT_PENDING(%rdi)
+	jmp 94f
+93:	subl $1, RT_PENDING(%rdi)
+	jmp \fail
+94:
 	.endm
 
 /* Out of the dispatch entered on slot r11 (one sub), and the writer waiting
@@ -506,7 +531,7 @@ FUNC \name
 	testl $NOT_FAST, (%r11)
 	jnz 82f
 	addq $ENTER, (%r11)
-	movq 40(%rsp), %rcx       /* site + 5 */
+	movq 48(%rsp), %rcx       /* site + 5 */
 	cmpb $0xe8, -5(%rcx)      /* still a call: the slot is whole */
 	jne 81f
 	movq -13-\endbr(%rcx), %rcx /* the slot: our struct ftpad_site */
@@ -516,11 +541,11 @@ FUNC \name
 	cmpq ftpad_record_fast_ops(%rip), %rax
 	jne 81f
 	movl SITE_WHAT(%rcx), %ecx
-	RECORD 81f, 48            /* sp: at the return address into the caller */
+	RECORD 81f, 56            /* sp: at the return address into the caller */
 	LEAVE_DISPATCH
 	RESTORE_SCRATCH
 	ret
-	.cfi_adjust_cfa_offset 40
+	.cfi_adjust_cfa_offset 48
 81:	LEAVE_DISPATCH
 82:
 	RESTORE_SCRATCH
@@ -547,20 +572,20 @@ FUNC \name
 	jz 83f
 	testl $NOT_FAST, (%rax)   /* busy, or nested in a callback */
 	jnz 83f
-	movq 48(%rsp), %rcx       /* &site */
+	movq 56(%rsp), %rcx       /* &site */
 	movq (%rcx), %rax
 	testq %rax, %rax
 	jz 83f
 	cmpq ftpad_record_fast_ops(%rip), %rax
 	jne 83f
 	movl SITE_WHAT(%rcx), %ecx
-	RECORD 83f, 64            /* sp: at the return address, as at the entry */
+	RECORD 83f, 72            /* sp: at the return address, as at the entry */
 	POP_CFI %r11
 	RESTORE_SCRATCH
 	leaq 8(%rsp), %rsp        /* the site's word; the flags stay */
 	.cfi_adjust_cfa_offset -8
 	ret
-	.cfi_adjust_cfa_offset 56
+	.cfi_adjust_cfa_offset 64
 83:	POP_CFI %r11
 	RESTORE_SCRATCH
 	leaq 8(%rsp), %rsp
