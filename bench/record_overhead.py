@@ -11,9 +11,13 @@ and the final flush cancel out).  Rounds are interleaved in shuffled order
 and the fastest of each is kept: the host is shared.  ftpad's graph row
 records an entry and an exit per call (a build with exit=1), as uftrace and
 XRay do; its entries-only row (a build without exit sites) records one
-event per call.  Both go through the generic callback path.  Bytes per
+event per call.  Both take x86_64's fast recording path (trampoline_x86_64.S
+"Fast recording").  The floor row is the same loop with two 16-byte events
+(rdtsc, an id, the stack pointer) written into a ring by the program itself:
+what any TSC-stamped recorder pays on this host, mostly rdtsc.  Bytes per
 event: the trace's growth from N to 2N calls, over the N or 2N events the
-extra calls made.  Nothing here asserts on time."""
+extra calls made (below 16 when events were dropped).  Nothing here asserts
+on time."""
 import argparse
 import os
 import pathlib
@@ -28,7 +32,21 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCE = r"""
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef FLOOR
+struct event { unsigned long time; unsigned what, sp; } ring[4096];
+unsigned pos;
+static inline void event(unsigned what)
+{
+	unsigned lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	ring[pos++ % 4096] = (struct event){ (unsigned long)hi << 32 | lo, what,
+					     (unsigned)(unsigned long)__builtin_frame_address(0) };
+}
+__attribute__((noinline)) long leaf(long x) { event(1); x = 3 * x + 1; event(2); return x; }
+#else
 __attribute__((noinline)) long leaf(long x) { return 3 * x + 1; }
+#endif
 int main(int argc, char **argv)
 {
 	long n = atol(argv[1]), s = 0;
@@ -41,6 +59,7 @@ int main(int argc, char **argv)
 
 
 GRAPH = "ftpad record (graph)"
+FLOOR = "floor: rdtsc + store, 2/call"
 ENTRIES = "ftpad record (entries)"
 # Events per call: the entries-only row writes one, the others two.
 EVENTS_PER_CALL = {GRAPH: 2, ENTRIES: 1, "uftrace record (-pg)": 2, "XRay FDR": 2}
@@ -58,6 +77,8 @@ def build(build_dir, out):
     plugin = build_dir / "gcc-plugin" / "ftpad.so"
     sh(["gcc", "-O2", "-o", out / "plain", src])
     tools["plain"] = lambda n, d: [out / "plain", n]
+    sh(["gcc", "-O2", "-DFLOOR", "-o", out / "floor", src])
+    tools[FLOOR] = lambda n, d: [out / "floor", n]
     ftpad = build_dir / "bin" / "ftpad"
     sh(["gcc", "-O2", f"-fplugin={plugin}", "-fplugin-arg-ftpad-exit=1", "-o", out / "graph",
         src])
