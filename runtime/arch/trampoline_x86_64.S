@@ -39,14 +39,15 @@
  * (docs/runtime.md, Limits).
  *
  *  - ftpad_trampoline_2 and _3, sites with an ops slot (the common case),
- *    first try the fast recording path (below: no frame at all), then
- *    dispatch in assembly: enter (one add to this thread's slot word),
- *    check that the site is still a call, take its struct ftpad_site from
- *    the slot and call ops->internal.call(ip, parent_ip, ops, regs) with
- *    errno kept, and exit (one sub, then a writer waiting for a grace
- *    period is woken if the slot says one sleeps, as internal.h's
- *    ftpad_exit() does).  Anything unusual (no slot claimed yet, nested
- *    or busy, the site mid-patch) goes to the C path below instead.
+ *    reached through ftpad_trampoline_2_record and _3_record, the fast
+ *    recording path (below: no frame at all), dispatch in assembly: enter
+ *    (one add to this thread's slot word), check that the site is still a
+ *    call, take its struct ftpad_site from the slot and call
+ *    ops->internal.call(ip, parent_ip, ops, regs) with errno kept, and
+ *    exit (one sub, then a writer waiting for a grace period is woken if
+ *    the slot says one sleeps, as internal.h's ftpad_exit() does).
+ *    Anything unusual (no slot claimed yet, nested or busy, the site
+ *    mid-patch) goes to the C path below instead.
  *  - ftpad_trampoline_0 and _1 (no ops slot) and those fallbacks call
  *    ftpad_trampoline_entry() in C.
  *  - ftpad_trampoline_regs (FTPAD_OPS_FL_SAVE_REGS) saves and restores
@@ -240,11 +241,12 @@ FUNC \name1
 	.endm
 
 /* Sites with an ops slot; endbr: 4 when endbr64 precedes the site, kind
- * the stub's (ENDBR 1, SLOT 2).  The fast recording path comes first
- * (LEAN_ENTRY) and jumps to .L\name\()_generic when it cannot write. */
+ * the stub's (ENDBR 1, SLOT 2).  The stubs go to the fast recording path
+ * in front, \name\()_record (LEAN_ENTRY), which comes here when it does
+ * not write the event. */
 	.macro FAST name, endbr, kind, vec
-	LEAN_ENTRY \name, \endbr, \kind
-.L\name\()_generic:
+	LEAN_ENTRY \name\()_record, \endbr, \kind, \name
+FUNC \name
 	PROLOGUE \vec
 	movq $0, R_FULL(%rsp)
 	movq ftpad_slot@gottpoff(%rip), %rax
@@ -519,7 +521,7 @@ FUNC \name
 /* An entry site's fast path, in front of its FAST trampoline: the site is
  * found through its slot, inside a dispatch (the slot may be read only
  * there, patch.c), as the generic path does. */
-	.macro LEAN_ENTRY name, endbr, kind
+	.macro LEAN_ENTRY name, endbr, kind, generic
 FUNC \name
 	.cfi_startproc
 	endbr64 /* reached by the stub's indirect jmp */
@@ -550,7 +552,7 @@ FUNC \name
 82:
 	RESTORE_SCRATCH
 	movl $\kind, %r11d        /* the stub's, for the generic path */
-	jmp .L\name\()_generic
+	jmp \generic
 	.cfi_endproc
 	.endm
 

@@ -86,11 +86,12 @@ const size_t ftpad_arch_exit_stub_size = SITE_EXIT_STUB_SIZE;
 #define TRAMPOLINE_EXIT (KIND_REGS + 1)
 #define TRAMPOLINES(w)                                                              \
 	extern char ftpad_trampoline##w##_0[], ftpad_trampoline##w##_1[],           \
-		ftpad_trampoline##w##_2[], ftpad_trampoline##w##_3[],               \
+		ftpad_trampoline##w##_2_record[], ftpad_trampoline##w##_3_record[], \
 		ftpad_trampoline##w##_regs[], ftpad_trampoline##w##_exit_site[] FTPAD_HIDDEN; \
 	static const uintptr_t trampolines##w[TRAMPOLINE_EXIT + 1] = {              \
 		(uintptr_t)ftpad_trampoline##w##_0, (uintptr_t)ftpad_trampoline##w##_1, \
-		(uintptr_t)ftpad_trampoline##w##_2, (uintptr_t)ftpad_trampoline##w##_3, \
+		(uintptr_t)ftpad_trampoline##w##_2_record,                          \
+		(uintptr_t)ftpad_trampoline##w##_3_record,                          \
 		(uintptr_t)ftpad_trampoline##w##_regs,                              \
 		(uintptr_t)ftpad_trampoline##w##_exit_site,                         \
 	}
