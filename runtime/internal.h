@@ -424,7 +424,7 @@ struct ftpad_thread_slot {
 	unsigned long guard; /* FTPAD_OPS_FL_RECURSION callbacks running on the owner */
 	int owner;           /* atomic: the owner's tid; 0: free */
 	int waiters;         /* atomic futex word: a writer sleeps until the owner is out */
-	uintptr_t exit_site; /* the exit site whose callbacks run on the owner, for the recorder */
+	struct ftpad_site *exit_site; /* whose exit callbacks run on the owner, for the recorder */
 } __attribute__((aligned(64)));
 extern __thread struct ftpad_thread_slot *ftpad_slot
 	__attribute__((tls_model("initial-exec"))) FTPAD_HIDDEN;
@@ -549,8 +549,10 @@ struct ftpad_regs {
  */
 void ftpad_dispatch_site(uintptr_t ip, uintptr_t parent_ip, struct ftpad_regs *regs,
 			 uintptr_t site, uintptr_t slot) FTPAD_HIDDEN;
-/* The same at the exit site at site: the exit callbacks of its function. */
-void ftpad_dispatch_exit(uintptr_t site, uintptr_t parent_ip,
+/* The same at the exit site at site: the exit callbacks of its function.
+ * known: its struct ftpad_site when the stub said it (x86_64), else NULL
+ * (found by address). */
+void ftpad_dispatch_exit(uintptr_t site, struct ftpad_site *known, uintptr_t parent_ip,
 			 struct ftpad_regs *regs) FTPAD_HIDDEN;
 
 /* filter.c: an ops' glob lists (ops->internal.filter and .notrace). */

@@ -173,10 +173,12 @@ void ftpad_dispatch_site(uintptr_t ip, uintptr_t parent_ip, struct ftpad_regs *r
 
 /*
  * The dispatch at an exit site (the exit trampolines): its struct
- * ftpad_site by address, whose ->ops is the ops or list_ops; ip is the
- * function's entry.  Exit sites have no slot of their own.
+ * ftpad_site (known from the stub, or by address), whose ->ops is the ops
+ * or list_ops; ip is the function's entry.  Exit sites have no slot of
+ * their own.
  */
-void ftpad_dispatch_exit(uintptr_t site, uintptr_t parent_ip, struct ftpad_regs *regs)
+void ftpad_dispatch_exit(uintptr_t site, struct ftpad_site *known, uintptr_t parent_ip,
+			 struct ftpad_regs *regs)
 {
 	struct ftpad_thread_slot *t = ftpad_enter();
 	struct ftpad_site *s;
@@ -185,13 +187,13 @@ void ftpad_dispatch_exit(uintptr_t site, uintptr_t parent_ip, struct ftpad_regs 
 
 	if (!t)
 		return;
-	s = ftpad_site_by_addr(site);
+	s = known ? known : ftpad_site_by_addr(site);
 	ops = s ? __atomic_load_n(&s->ops, __ATOMIC_ACQUIRE) : NULL;
 	if (ops) {
-		uintptr_t outer_site = t->exit_site; /* a callback's own traced calls nest */
+		struct ftpad_site *outer_site = t->exit_site; /* a callback's own traced calls nest */
 
 		saved_errno = *t->errno_ptr;
-		t->exit_site = site;
+		t->exit_site = s;
 		if (ops == &list_ops)
 			list_exit(s->entry, parent_ip, ops, regs);
 		else

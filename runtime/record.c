@@ -559,7 +559,7 @@ static void record_entry(unsigned long ip, unsigned long parent_ip, struct ftpad
 static void record_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
 			struct ftpad_regs *regs)
 {
-	const struct ftpad_site *s = ftpad_site_by_addr(ftpad_slot->exit_site);
+	const struct ftpad_site *s = ftpad_slot->exit_site;
 
 	(void)ip, (void)parent_ip, (void)ops;
 	record_site(s && ftpad_site_kind(s) == FTPAD_SITE_KIND_TAIL_EXIT ? FTPAD_EVENT_TAIL_EXIT

@@ -685,5 +685,5 @@ void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 void ftpad_trampoline_at_exit(unsigned long site, unsigned long parent_ip,
 			      struct ftpad_regs *regs)
 {
-	ftpad_dispatch_exit(site, parent_ip, regs);
+	ftpad_dispatch_exit(site, NULL, parent_ip, regs);
 }

@@ -56,12 +56,13 @@
  *  - ftpad_trampoline_exit is what every enabled exit site reaches, by
  *    `call rel32` to a stub of its own, which pushes the site's struct
  *    ftpad_site and jumps through the module's exit stub to
- *    ftpad_trampoline_exit_site (fast recording, below), which pops that
- *    word and comes here; no register is set on the way (docs/runtime.md
- *    "Exit sites").  There the function has
+ *    ftpad_trampoline_exit_site (fast recording, below), which comes here
+ *    when it does not write the event; no register is set on the way
+ *    (docs/runtime.md "Exit sites").  There the function has
  *    restored its caller's registers and is about to return (or jump to
- *    a tail callee), with the stack as at its entry: [rsp] = site + 5,
- *    [rsp + 8] = the return address into its caller.  Live are the return
+ *    a tail callee), with the stack as at its entry under the stub's
+ *    word: [rsp] = &site, [rsp + 8] = site + 5, [rsp + 16] = the return
+ *    address into its caller.  Live are the return
  *    value (rax, rdx, xmm0, xmm1, st(0), st(1)) and, in front of a tail
  *    call, every argument register and r11 (the target of an indirect
  *    tail call).  So it keeps rax rdx rcx rsi rdi r8 r9 r10 r11 and
@@ -70,8 +71,9 @@
  *    value): the x87 stack must be empty when C is called, so st(0) and
  *    st(1) are stored with fstpt and loaded back with fldt, in order, which
  *    keeps all 80 bits.  It calls ftpad_trampoline_at_exit(site + 5,
- *    parent_ip, regs) with regs->full = 2 (FTPAD_REGS_EXIT), and always
- *    returns to site + 5: an exit callback cannot redirect.
+ *    parent_ip, regs, &site) with regs->full = 2 (FTPAD_REGS_EXIT), and
+ *    always returns to site + 5, dropping the word: an exit callback
+ *    cannot redirect.
  *
  * Each comes in the three widths above: ftpad_trampoline_2,
  * ftpad_trampoline_avx_2, ftpad_trampoline_avx512_2 and so on.
@@ -154,9 +156,11 @@
 	.endr
 	.endm
 
-/* The frame, and the argument registers in it. */
-	.macro PROLOGUE vec, flags=0
+/* The frame, and the argument registers in it; skip: bytes the stubs
+ * pushed above site + 5 (an exit site's struct ftpad_site). */
+	.macro PROLOGUE vec, flags=0, skip=0
 	.cfi_startproc
+	.cfi_adjust_cfa_offset \skip
 	endbr64 /* reached by the stub's indirect jmp */
 	pushq %rbp
 	.cfi_adjust_cfa_offset 8
@@ -181,16 +185,16 @@
 	movq %rax, R_RAX(%rsp)
 	movq %r10, R_R10(%rsp)
 	SAVE_VEC \vec
-	movq 8(%rbp), %rdi        /* site + 5 */
+	movq 8+\skip(%rbp), %rdi  /* site + 5 */
 	movq %rdi, R_RIP(%rsp)
-	leaq 16(%rbp), %rax       /* rsp at the function's entry */
+	leaq 16+\skip(%rbp), %rax /* rsp at the function's entry */
 	movq %rax, R_RSP(%rsp)
 	.endm
 
 /* Back into the function, or where a callback sent it. */
-	.macro EPILOGUE vec
+	.macro EPILOGUE vec, skip=0
 	movq R_RIP(%rsp), %rax
-	movq %rax, 8(%rbp)
+	movq %rax, 8+\skip(%rbp)
 	RESTORE_VEC \vec
 	movq R_R10(%rsp), %r10
 	movq R_RAX(%rsp), %rax
@@ -206,6 +210,10 @@
 	popq %rbp
 	.cfi_adjust_cfa_offset -8
 	.cfi_restore %rbp
+	.if \skip
+	leaq \skip(%rsp), %rsp    /* the flags stay */
+	.cfi_adjust_cfa_offset -\skip
+	.endif
 	ret
 	.cfi_restore_state
 	.endm
@@ -337,7 +345,7 @@ FUNC \name
 /* Exit sites: every register that may be live there, see above. */
 	.macro EXIT name, vec
 FUNC \name
-	PROLOGUE \vec
+	PROLOGUE \vec, skip=8       /* the exit stub's &site */
 	movq %r11, R_R11(%rsp)
 	movq $2, R_FULL(%rsp)     /* FTPAD_REGS_EXIT */
 	movl $0, R_NST(%rsp)
@@ -350,8 +358,9 @@ FUNC \name
 	fstpt R_ST1(%rsp)
 	movl $2, R_NST(%rsp)
 1:	movq R_RIP(%rsp), %rdi    /* site + 5 */
-	movq 16(%rbp), %rsi       /* parent_ip */
+	movq 24(%rbp), %rsi       /* parent_ip */
 	movq %rsp, %rdx           /* regs */
+	movq 8(%rbp), %rcx        /* its struct ftpad_site */
 	call ftpad_trampoline_at_exit
 	movl R_NST(%rsp), %eax
 	testl %eax, %eax
@@ -361,7 +370,7 @@ FUNC \name
 	fldt R_ST1(%rsp)
 3:	fldt R_ST0(%rsp)
 2:	movq R_R11(%rsp), %r11
-	EPILOGUE \vec
+	EPILOGUE \vec, skip=8
 	.cfi_endproc
 	.size \name, .-\name
 	.endm
@@ -554,13 +563,14 @@ FUNC \name
 	movl $\kind, %r11d        /* the stub's, for the generic path */
 	jmp \generic
 	.cfi_endproc
+	.size \name, .-\name
 	.endm
 
 /* An exit site's fast path: its stub pushed its struct ftpad_site, so
  * [rsp] = &site, [rsp + 8] = site + 5, [rsp + 16] = parent_ip.  No
  * dispatch is entered: nothing here reads a slot, and the site outlives
  * the function returning through it.  The generic exit trampoline gets
- * the stack it expects, without the pushed word. */
+ * the same stack, and hands &site to C, which so needs no lookup. */
 	.macro LEAN_EXIT name, generic
 FUNC \name
 	.cfi_startproc
@@ -590,9 +600,7 @@ FUNC \name
 	.cfi_adjust_cfa_offset 64
 83:	POP_CFI %r11
 	RESTORE_SCRATCH
-	leaq 8(%rsp), %rsp
-	.cfi_adjust_cfa_offset -8
-	jmp \generic
+	jmp \generic              /* with the site's word */
 	.cfi_endproc
 	.size \name, .-\name
 	.endm

@@ -101,7 +101,7 @@ TRAMPOLINES(_avx512);
 void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 			    struct ftpad_regs *regs, unsigned long kind) FTPAD_HIDDEN;
 void ftpad_trampoline_at_exit(unsigned long ret, unsigned long parent_ip,
-			      struct ftpad_regs *regs) FTPAD_HIDDEN;
+			      struct ftpad_regs *regs, struct ftpad_site *site) FTPAD_HIDDEN;
 
 int ftpad_arch_site_init(const struct ftpad_site_record *rec,
 			 struct ftpad_site *site, const char **why)
@@ -808,8 +808,9 @@ void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 }
 
 /* Called by the exit trampolines: ret is the address after the exit
- * site's call. */
-void ftpad_trampoline_at_exit(unsigned long ret, unsigned long parent_ip, struct ftpad_regs *regs)
+ * site's call, site what its stub pushed. */
+void ftpad_trampoline_at_exit(unsigned long ret, unsigned long parent_ip, struct ftpad_regs *regs,
+			      struct ftpad_site *site)
 {
-	ftpad_dispatch_exit(ret - sizeof(nop5), parent_ip, regs);
+	ftpad_dispatch_exit(ret - sizeof(nop5), site, parent_ip, regs);
 }
