@@ -64,13 +64,13 @@ struct rthread {
 	struct rthread *next; /* all threads, for the final flush */
 	struct chunk *cur;
 	uint64_t lost;        /* dropped since its last LOST event */
-	uint64_t lost_since;  /* the clock at the first of those */
 	uint64_t events, dropped;
 	uint32_t depth;       /* frames open, as --depth counts them */
 	uint32_t *open_sp;    /* --depth: sp of the open frames 1..max_depth */
 	int busy;             /* in record_event(): a signal handler's events drop */
 	uint64_t fast_events; /* written by the fast path (trampoline_x86_64.S) */
 	int pending;          /* the fast path holds a slot of cur: keep cur */
+	uint64_t lost_since;  /* the clock at the first of the lost ones */
 	int fd;               /* its events file, opened by the writer */
 	pid_t tid;
 	char comm[16];
@@ -1177,6 +1177,16 @@ static void register_modules(void)
 		module_base(list[n]);
 }
 
+/* A session before this one gave the sites ids (set_trace_what()): the
+ * fast path must not write them into this one's trace, so each site takes
+ * the C path, which gives its module this session's ids, till then. */
+static void forget_trace_what(void)
+{
+	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
+		for (size_t i = 0; i < m->nsites; i++)
+			__atomic_store_n(&m->sites[i].trace_what, 0, __ATOMIC_RELAXED);
+}
+
 /* Once per process, at its first start: what every session shares. */
 static int setup_once(void)
 {
@@ -1255,6 +1265,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	if (!err && !reset_threads())
 		err = -ENOMEM;
 	/* Its own site ids and byte count: a new trace directory. */
+	forget_trace_what();
 	nmods = next_id = 0;
 	mods_lock = 0;
 	bytes_written = 0;
