@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from ftpadtest import COMPILERS, FTPAD_BIN, run
+from ftpadtest import DEFAULT_COMPILERS, FTPAD_BIN, run
 from test_record import Trace
 
 SRC = pathlib.Path(__file__).parent / "src" / "record_fast"
@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="the fast path is x86_64's")
 
 
-@pytest.fixture(scope="module", params=COMPILERS, ids=[c.name for c in COMPILERS])
+@pytest.fixture(scope="module", params=DEFAULT_COMPILERS,
+                ids=[c.name for c in DEFAULT_COMPILERS])
 def regs(request, tmp_path_factory):
     c = request.param
     if not c.plugin.exists() or not FTPAD_BIN.exists():

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ftpadtest import COMPILERS, FTPAD_BIN, run
+from ftpadtest import DEFAULT_COMPILERS, FTPAD_BIN, run
 from test_trace_trees import trees
 
 SRC = pathlib.Path(__file__).parent / "src" / "trace" / "names.cc"
@@ -31,7 +31,8 @@ STACKS = {("main",), ("main", POINT), ("main", PLUS), ("main", PLUS, POINT), ("m
           ("main", SUM_IL), ("main", SUM_CS)}
 
 
-@pytest.fixture(scope="module", params=COMPILERS, ids=[c.name for c in COMPILERS])
+@pytest.fixture(scope="module", params=DEFAULT_COMPILERS,
+                ids=[c.name for c in DEFAULT_COMPILERS])
 def trace(request, tmp_path_factory):
     """names.cc built with one compiler's plugin and exit=1, recorded."""
     c = request.param
