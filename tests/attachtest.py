@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: MIT
+"""Shared helpers for the tests of `ftpad attach`: running the tool against
+a live process, and reading that process's text through /proc/PID/mem."""
+import os
+import platform
+import re
+import signal
+import subprocess
+
+import pytest
+
+from ftpadtest import FTPAD_BIN, LIBFTPAD_SO, PLUGIN
+
+# What `ftpad attach` prints once the sites are enabled (the control
+# thread's "started sites=N enabled=M" line, docs/design.md).
+STARTED = re.compile(r"started|attached")
+
+
+def require_attach():
+    if platform.machine() != "x86_64":
+        pytest.skip("ftpad attach is tested natively on x86_64 only")
+    for p in (PLUGIN, FTPAD_BIN, LIBFTPAD_SO):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: run `make` first")
+
+
+def exec_ranges(pid):
+    """(start, end, path) of every executable mapping of process PID."""
+    out = []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            if "x" in fields[1]:
+                start, end = (int(a, 16) for a in fields[0].split("-"))
+                path = fields[5].strip() if len(fields) > 5 else ""
+                out.append((start, end, path))
+    return out
+
+
+def read_ranges(pid, ranges):
+    """{range: its bytes now}, read through /proc/PID/mem; [vsyscall] and
+    other ranges the kernel will not read are left out."""
+    out = {}
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for r in ranges:
+            if r[0] >= 1 << 63:   # [vsyscall]: not readable, and past off_t
+                continue
+            try:
+                mem.seek(r[0])
+                out[r] = mem.read(r[1] - r[0])
+            except OSError:
+                continue
+    return out
+
+
+def text_snapshot(pid):
+    """Every executable mapping's bytes, by range."""
+    return read_ranges(pid, exec_ranges(pid))
+
+
+def assert_text_unchanged(pid, before):
+    """Every range that was executable in BEFORE holds the same bytes now."""
+    after = read_ranges(pid, list(before))
+    assert set(after) == set(before), "an executable range can no longer be read"
+    changed = [f"{r[2] or 'anon'} {r[0]:#x}-{r[1]:#x}" for r in before
+               if after[r] != before[r]]
+    assert not changed, f"text changed in {changed}"
+
+
+def libftpad_maps(pid):
+    """The distinct libftpad files process PID has mapped."""
+    with open(f"/proc/{pid}/maps") as f:
+        return {line.split()[-1] for line in f if "libftpad" in line}
+
+
+def thread_states(pid):
+    """{tid: state letter} of process PID's threads (T/t: stopped)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            out[int(tid)] = f.read().rsplit(")", 1)[1].split()[0]
+    return out
+
+
+class Attach:
+    """`ftpad attach PID OPTS -o OUT` running in the background."""
+
+    def __init__(self, pid, out, *opts):
+        self.cmd = [str(FTPAD_BIN), "attach", str(pid), *map(str, opts), "-o", str(out)]
+        self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+        self.output = ""
+
+    def wait_started(self):
+        """Read the tool's output until it says the sites are enabled."""
+        for line in self.p.stdout:
+            self.output += line
+            if STARTED.search(line):
+                return self
+        self.p.wait()
+        raise AssertionError(f"{' '.join(self.cmd)} exited {self.p.returncode} before "
+                             f"starting:\n{self.output}")
+
+    def finish(self, interrupt=True, timeout=120):
+        """Ctrl-C the tool (unless it ends by itself: --duration) and wait
+        for it; its whole output.  It must exit 0."""
+        if interrupt:
+            self.p.send_signal(signal.SIGINT)
+        rest, _ = self.p.communicate(timeout=timeout)
+        self.output += rest
+        assert self.p.returncode == 0, (
+            f"{' '.join(self.cmd)} exited {self.p.returncode}:\n{self.output}")
+        return self.output
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.communicate()

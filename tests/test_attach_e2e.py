@@ -1,0 +1,223 @@
+# SPDX-License-Identifier: MIT
+"""`ftpad attach` end to end, on x86_64 natively: tests/src/attach/server.c,
+a server-like program built with the GCC plugin (exit sites on) and not
+linked with libftpad, whose threads block in accept(), read(), nanosleep()
+and futexes while others run hot loops over padded functions.
+
+- Attach, trace, detach, attach again: the program's own checks (every
+  system call's result, the sleeps' length, the ping-pong sequence) hold
+  throughout, every kind of thread keeps making progress, its text is
+  byte for byte as before (read through /proc/PID/mem), and it exits 0.
+- Exactness: with the hot threads parked, attach filtered to the counted
+  functions, let them run, park them again, detach: the trace holds
+  exactly the calls the program counted in between, and nothing else.
+  With --graph, every entry has its exit.
+The trace is read with tests/test_record.py's reader of docs/format.md."""
+import collections
+import socket
+import subprocess
+import time
+
+import pytest
+
+from attachtest import (Attach, assert_text_unchanged, libftpad_maps, require_attach,
+                        text_snapshot, thread_states)
+from ftpadtest import PLUGIN, ROOT, run
+from test_record import Trace
+
+SERVER = ROOT / "tests" / "src" / "attach" / "server.c"
+COUNTED = ("work_add", "work_nest", "work_tail", "work_leaf", "spare_fn")
+PROGRESS = ("accepts", "reads", "sleeps", "trips")
+
+
+@pytest.fixture(scope="module")
+def server_exe(tmp_path_factory):
+    require_attach()
+    out = tmp_path_factory.mktemp("attach") / "server"
+    run(["gcc", "-O2", "-Wall", "-Werror", f"-fplugin={PLUGIN}", "-fplugin-arg-ftpad-exit=1",
+         "-pthread", "-o", out, SERVER])
+    return out
+
+
+def fields(line):
+    """'word k=v k=v' -> (word, {k: int(v)})."""
+    word, *rest = line.split()
+    return word, {k: int(v) for k, v in (f.split("=") for f in rest)}
+
+
+class Server:
+    def __init__(self, exe, tmp_path, spin):
+        self.sock = str(tmp_path / "server.sock")
+        self.p = subprocess.Popen([exe, self.sock, str(spin)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  bufsize=1)
+        word, kv = fields(self.p.stdout.readline())
+        assert word == "ready" and kv["pid"] == self.p.pid
+        self.pid = self.p.pid
+        self.pongs = 0
+
+    def command(self, cmd):
+        self.p.stdin.write(cmd + "\n")
+        line = self.p.stdout.readline()
+        assert line, f"server ended at {cmd!r}: {self.p.stderr.read()}"
+        return fields(line)
+
+    def status(self):
+        word, kv = self.command("status")
+        assert word == "status" and kv["errors"] == 0, (kv, self.p.stderr)
+        return kv
+
+    def pause(self):
+        word, kv = self.command("pause")
+        assert word == "paused"
+        return kv
+
+    def resume(self):
+        assert self.command("resume")[0] == "resumed"
+
+    def ping(self):
+        """A client: one line in, "pong N" back, N the next number."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(60)
+            s.connect(self.sock)
+            s.sendall(b"ping\n")
+            reply = b""
+            while not reply.endswith(b"\n"):
+                chunk = s.recv(64)
+                assert chunk, f"the server closed without a reply ({reply!r})"
+                reply += chunk
+        self.pongs += 1
+        assert reply == f"pong {self.pongs}\n".encode()
+
+    def progress_after(self, before):
+        """Wait until every kind of thread has made progress since BEFORE
+        (a status); a thread that never comes back (a lost wakeup, a call
+        that failed for good) fails after a minute.  Checks every status
+        for errors on the way."""
+        self.ping()
+        deadline = time.monotonic() + 60
+        while True:
+            now = self.status()
+            stuck = [k for k in PROGRESS if now[k] <= before[k]]
+            if not stuck:
+                return now
+            assert time.monotonic() < deadline, f"no progress in {stuck}: {before} -> {now}"
+            time.sleep(0.05)
+
+    def quit(self):
+        """End it: every thread joined, exit status 0, no check failed."""
+        out, err = self.p.communicate("quit\n", timeout=120)
+        lines = out.splitlines()
+        assert self.p.returncode == 0 and lines[-1].startswith("final errors=0 "), (out, err)
+        return fields(lines[-2])[1]
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.communicate()
+
+
+@pytest.fixture
+def server(server_exe, tmp_path, request):
+    spin = getattr(request, "param", 200)
+    s = Server(server_exe, tmp_path, spin)
+    yield s
+    s.kill()
+
+
+def assert_running(pid):
+    """No thread of PID is left stopped (by a signal or a tracer)."""
+    states = thread_states(pid)
+    assert not [t for t, s in states.items() if s in "tT"], states
+    with open(f"/proc/{pid}/status") as f:
+        assert "TracerPid:\t0\n" in f.read()
+
+
+def summary(trace):
+    """(events, dropped) of a trace's info."""
+    return int(trace.info["events"][-1]), int(trace.info["dropped"][-1])
+
+
+def test_attach_detach_attach_again(server, tmp_path):
+    before_text = text_snapshot(server.pid)
+    status = server.progress_after(server.status())
+    for round in range(3):
+        out = tmp_path / f"trace{round}"
+        attach = Attach(server.pid, out).wait_started()
+        # While attached: clients are served, every thread goes on.
+        status = server.progress_after(status)
+        attach.finish()
+        assert_running(server.pid)
+        status = server.progress_after(status)
+        trace = Trace(out)
+        events, dropped = summary(trace)
+        assert events > 0
+        [image] = trace.images.values()
+        calls = image.calls()
+        # No filter: the hot loops and the sleeping threads' functions.
+        for name in ("work_add", "work_nest", "spare_fn", "sleep_ns", "now_ns"):
+            assert calls[name] > 0, (name, calls)
+        assert calls["fail"] == 0
+        # The text is back as it was; libftpad stays, loaded once.
+        assert_text_unchanged(server.pid, before_text)
+        assert len(libftpad_maps(server.pid)) == 1
+    counts = server.quit()
+    assert all(counts[name] > 0 for name in COUNTED)
+
+
+def pairs_up(image):
+    """Per thread, every exit or tail exit closes the innermost open call
+    of its own function, and no call is left open: the hot threads were
+    parked outside the counted functions at both ends."""
+    for tid, events in image.threads.items():
+        stack = []
+        for _, kind, site, _ in events:
+            name = image.sites[site][3]
+            if kind == "entry":
+                stack.append(name)
+            elif kind in ("exit", "tail-exit"):
+                assert stack and stack[-1] == name, (tid, name, stack)
+                stack.pop()
+            else:
+                raise AssertionError(f"thread {tid}: unexpected {kind} event")
+        assert not stack, (tid, stack)
+
+
+@pytest.mark.parametrize("server", [2000], indirect=True)
+@pytest.mark.parametrize("filters,chosen", [
+    (["-F", "work_*"], {"work_add", "work_nest", "work_tail", "work_leaf"}),
+    (["-F", "work_*", "-F", "spare_fn", "-N", "work_add"],
+     {"work_nest", "work_tail", "work_leaf", "spare_fn"}),
+], ids=["work", "work-spare-not-add"])
+@pytest.mark.parametrize("graph", [False, True], ids=["entries", "graph"])
+def test_trace_holds_exactly_the_counted_calls(server, tmp_path, filters, chosen, graph):
+    before_text = text_snapshot(server.pid)
+    start = server.pause()
+    out = tmp_path / "trace"
+    attach = Attach(server.pid, out, *filters, *(["--graph"] if graph else []))
+    attach.wait_started()
+    server.resume()
+    server.progress_after(server.status())
+    end = server.pause()
+    attach.finish()
+    server.resume()
+    trace = Trace(out)
+    events, dropped = summary(trace)
+    assert dropped == 0
+    [image] = trace.images.values()
+    calls = image.calls()
+    delta = {name: end[name] - start[name] for name in COUNTED}
+    assert all(delta[name] > 0 for name in COUNTED), delta
+    assert calls == {name: delta[name] for name in chosen}
+    # Only the hot threads ran chosen functions.
+    assert len([t for t, evs in image.threads.items() if evs]) == 3
+    kinds = collections.Counter(k for evs in image.threads.values() for _, k, _, _ in evs)
+    if graph:
+        pairs_up(image)
+        assert kinds["exit"] + kinds["tail-exit"] == kinds["entry"] == sum(calls.values())
+    else:
+        assert set(kinds) == {"entry"}
+    assert events == sum(kinds.values())
+    assert_text_unchanged(server.pid, before_text)
+    server.progress_after(server.status())
+    server.quit()
