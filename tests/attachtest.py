@@ -11,9 +11,9 @@ import pytest
 
 from ftpadtest import FTPAD_BIN, LIBFTPAD_SO, PLUGIN
 
-# What `ftpad attach` prints once the sites are enabled (the control
-# thread's "started sites=N enabled=M" line, docs/design.md).
-STARTED = re.compile(r"started|attached")
+# What `ftpad attach` prints once the process's control thread has said
+# "started" (docs/design.md): the chosen sites are enabled.
+STARTED = re.compile(r"^ftpad: attached to process \d+")
 
 
 def require_attach():
