@@ -133,9 +133,14 @@ def assert_running(pid):
         assert "TracerPid:\t0\n" in f.read()
 
 
-def summary(trace):
-    """(events, dropped) of a trace's info."""
-    return int(trace.info["events"][-1]), int(trace.info["dropped"][-1])
+def summary(out, trace):
+    """(events, dropped) of the trace in OUT, whose summary in info is this
+    session's: its events and bytes are those of its files."""
+    info = {k: int(trace.info[k][-1]) for k in ("events", "dropped", "bytes")}
+    files = sorted(out.glob("*/*.events"))
+    assert info["bytes"] == sum(f.stat().st_size for f in files), info
+    assert info["events"] == sum(i.events() for i in trace.images.values()), info
+    return info["events"], info["dropped"]
 
 
 def test_attach_detach_attach_again(server, tmp_path):
@@ -150,7 +155,7 @@ def test_attach_detach_attach_again(server, tmp_path):
         assert_running(server.pid)
         status = server.progress_after(status)
         trace = Trace(out)
-        events, dropped = summary(trace)
+        events, dropped = summary(out, trace)
         assert events > 0
         [image] = trace.images.values()
         calls = image.calls()
@@ -202,7 +207,7 @@ def test_trace_holds_exactly_the_counted_calls(server, tmp_path, filters, chosen
     attach.finish()
     server.resume()
     trace = Trace(out)
-    events, dropped = summary(trace)
+    events, dropped = summary(out, trace)
     assert dropped == 0
     [image] = trace.images.values()
     calls = image.calls()
