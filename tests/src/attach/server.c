@@ -338,6 +338,20 @@ static void wake_acceptor(void)
 	close(fd);
 }
 
+/* The next command; false at the end of input.  A read error (EINTR
+ * included) is a failure, and reading goes on. */
+static int read_command(char *line, int size)
+{
+	for (;;) {
+		if (fgets(line, size, stdin))
+			return 1;
+		if (!ferror(stdin))
+			return 0;
+		fail("read of a command", -1, errno);
+		clearerr(stdin);
+	}
+}
+
 static void start(pthread_t *t, void *(*fn)(void *), void *arg)
 {
 	int r = pthread_create(t, NULL, fn, arg);
@@ -383,7 +397,7 @@ int main(int argc, char **argv)
 		start(&hot[t].thread, hot_loop, &hot[t]);
 	printf("ready pid=%d\n", (int)getpid());
 
-	while (fgets(line, sizeof(line), stdin) && strcmp(line, "quit\n")) {
+	while (read_command(line, sizeof(line)) && strcmp(line, "quit\n")) {
 		if (!strcmp(line, "status\n"))
 			print_status("status");
 		else if (!strcmp(line, "pause\n")) {
