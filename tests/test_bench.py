@@ -63,3 +63,19 @@ def test_trace_read_rows(tmp_path):
     # every entry has its exit: a call per two events
     calls = sum(int(line.split()[-2]) for line in report.splitlines()[2:-1])
     assert calls * 2 == int(m.group(1).replace(",", ""))
+
+
+def test_attach_rows(plugin, libftpad, tmp_path):
+    # bench/attach.py: every attach finds an event in its trace (or the
+    # script fails), the program under `ftpad record` runs its rounds.
+    out = bench("attach.py", "--functions", "1000", "--files", "2", "--runs", "1",
+                "--calls", "100000", "--rounds", "1", "--no-bpftrace",
+                "--workdir", str(tmp_path / "work"), tmp_path=tmp_path)
+    for row in ["ftpad -F leaf, first", "ftpad -F leaf, again", "ftpad every function, first",
+                "ftpad every function, again"]:
+        assert len(re.findall(rf"^{re.escape(row)} +\d+\.\d +\d+\.\d$", out, re.M)) == 3, (
+            row, out)
+    for row in ["plain", "ftpad attach", "ftpad record"]:
+        assert re.search(rf"^{row} +\d+\.\d +-?\d+\.\d$", out, re.M), (row, out)
+    assert re.search(r"^ftpad attach / ftpad record, added ns per call: \d+\.\d+x$", out, re.M)
+    assert "bpftrace: not measured (--no-bpftrace); published: a kernel uprobe" in out, out
