@@ -334,25 +334,24 @@ def bpftrace_run(exe, prog, which, args, bpf, bpf_detach, bpf_note, per_call):
     per_call.setdefault("bpftrace", []).extend(res[2])
 
 
+def table(title, ours, peers=None, notes=None):
+    """A table of ms: OURS' rows, then PEERS' that measured something, and
+    NOTES' why a peer did not."""
+    print(f"{title:38} {'min':>9} {'median':>9}")
+    for key, vals in ours.items():
+        print(f"{'ftpad ' + key:38} {fmt(vals)}")
+    for key, vals in (peers or {}).items():
+        if vals:
+            print(f"{key:38} {fmt(vals)}")
+        elif notes and key in notes:
+            print(f"{key:38} could not attach: {notes[key]}")
+
+
 def report(args, attach, started, detach, per_call, bpf, bpf_detach, bpf_note, why_not):
     print(f"\nfastest and median of {args.runs} runs, in ms (goal: under {GOAL_MS} ms)")
-    print(f"{'attach, to the first event':38} {'min':>9} {'median':>9}")
-    for key in attach:
-        print(f"{'ftpad ' + key:38} {fmt(attach[key])}")
-    for key in bpf:
-        if bpf[key]:
-            print(f"{key:38} {fmt(bpf[key])}")
-        elif not why_not:
-            print(f"{key:38} could not attach: {bpf_note.get(key, '')}")
-    print(f"{'attach, to the line started':38} {'min':>9} {'median':>9}")
-    for key in started:
-        print(f"{'ftpad ' + key:38} {fmt(started[key])}")
-    print(f"{'detach, SIGINT to exit':38} {'min':>9} {'median':>9}")
-    for key in detach:
-        print(f"{'ftpad ' + key:38} {fmt(detach[key])}")
-    for key in bpf_detach:
-        if bpf_detach[key]:
-            print(f"{key:38} {fmt(bpf_detach[key])}")
+    table("attach, to the first event", attach, bpf, bpf_note)
+    table("attach, to the line started", started)
+    table("detach, SIGINT to exit", detach, bpf_detach)
 
     plain = min(per_call["plain"])
     print(f"\nns per call of leaf(), fastest round of {args.calls} calls")
