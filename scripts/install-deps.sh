@@ -55,6 +55,8 @@ packages=(
   valgrind libclang-rt-14-dev
   # bench/record_overhead.py: uftrace record is the peer of ftpad record.
   uftrace
+  # bench/attach.py: bpftrace's uprobes are the peer of ftpad attach
+  bpftrace
   # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py),
   # and man -l the installed man pages (tests/test_install.py)
   groff-base man-db
