@@ -32,6 +32,7 @@ import argparse
 import concurrent.futures
 import os
 import pathlib
+import queue
 import re
 import shutil
 import signal
@@ -117,25 +118,38 @@ def build(work, functions, files, build_dir, jobs):
     return exe, time.perf_counter() - t0
 
 
+def line_queue(stream):
+    """A queue that a daemon thread fills with STREAM's lines (None at its
+    end), so that a writer never blocks on a full pipe."""
+    q = queue.Queue()
+
+    def pump():
+        for line in stream:
+            q.put(line)
+        q.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+    return q
+
+
 class Program:
     """The generated program running, printing a line per round, for
-    ROUNDS rounds (0: until killed)."""
+    ROUNDS rounds (0: until killed).  Its lines are read as they come."""
 
     def __init__(self, cmd, calls, rounds=0):
-        self.p = subprocess.Popen([*map(str, cmd), str(calls), str(rounds)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        line = self.p.stdout.readline()
-        assert line == "ready\n", (line, self.p.stderr.read())
+        self.p = subprocess.Popen([*map(str, cmd), str(calls), str(rounds)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines = line_queue(self.p.stdout)
+        line = self.lines.get()
+        assert line == "ready\n", line
 
     def rounds(self, n, after=0):
         """ns per call of the next N rounds that started after AFTER
-        (CLOCK_MONOTONIC ns): lines the pipe kept from earlier are
-        skipped."""
+        (CLOCK_MONOTONIC ns): rounds begun earlier are skipped."""
         out = []
         while len(out) < n:
-            line = self.p.stdout.readline()
-            m = re.match(r"round \d+ start=(\d+) ns=([\d.]+) ", line)
-            assert m, (line, self.p.stderr.read())
+            line = self.lines.get()
+            m = re.match(r"round \d+ start=(\d+) ns=([\d.]+) ", line or "")
+            assert m, f"{self.p.args}: {line!r}"
             if int(m.group(1)) > after:
                 out.append(float(m.group(2)))
         return out
@@ -143,7 +157,7 @@ class Program:
     def stop(self):
         if self.p.poll() is None:
             self.p.kill()
-        self.p.communicate()
+        self.p.wait()
 
 
 def clock_sync(info):
@@ -209,26 +223,30 @@ def bpftrace_attach(exe, pid, probes, timeout, prog=None, rounds=0):
     p = subprocess.Popen(["bpftrace", "-p", str(pid), "-e", script], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     out, first = "", None
-    # Killed if it has not hit the probe within TIMEOUT.
-    timer = threading.Timer(timeout, p.kill)
-    timer.start()
-    for line in p.stdout:
+    lines = line_queue(p.stdout)
+    deadline = time.monotonic() + timeout
+    while first is None:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:  # no hit within TIMEOUT
+            break
+        if line is None:
+            break
         out += line
         m = re.match(r"first (\d+)", line)
-        if m:
-            first = int(m.group(1))
-            break
-    timer.cancel()
+        first = int(m.group(1)) if m else None
     if first is None:
         p.kill()
-        p.communicate()
+        p.wait()
         return None, out
     timed = prog.rounds(rounds, after=first) if prog else []
     stop = time.monotonic_ns()
     p.send_signal(signal.SIGINT)
-    rest, _ = p.communicate()
+    p.wait()
     detach = time.monotonic_ns() - stop
-    return ((first - start) / 1e6, detach / 1e6, timed), out + rest
+    while (line := lines.get()) is not None:
+        out += line
+    return ((first - start) / 1e6, detach / 1e6, timed), out
 
 
 def bpftrace_runs(exe):
