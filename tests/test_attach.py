@@ -408,3 +408,16 @@ def test_sigkill_at_any_point_leaves_the_process_running(progs, victim, tmp_path
     attach(victim.pid, "-o", tmp_path / "after", "--duration", "0.1", lib=lib)
     same_text(before, victim.text())
     victim.finish()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-F", "a,b"], "attach: option '-F' takes one glob, not empty nor with ','"),
+    (["-N", ""], "attach: option '-N' takes one glob, not empty nor with ','"),
+    (["-o", ""], "attach: option '-o' needs a directory name"),
+    (["--size", "0"], "attach: --size takes a number of MB >= 1, not '0'"),
+])
+def test_bad_options_name_attach(args, message):
+    # The options attach shares with record are refused in attach's name,
+    # before any process is looked at.
+    r = run([FTPAD_BIN, "attach", "1", *args], check=False)
+    assert r.returncode == 2 and f"ftpad: error: {message}\n" in r.stderr, r.stderr

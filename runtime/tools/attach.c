@@ -297,6 +297,7 @@ static int parse_attach(int argc, char **argv, struct attach_opts *o)
 	char *end;
 	int c, err;
 
+	o->d.command = "attach";
 	o->d.dir = "ftpad.data";
 	opterr = 0;
 	optind = 1;

@@ -226,6 +226,7 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 	char *end;
 	int c, err;
 
+	o->d.command = "record";
 	o->d.dir = "ftpad.data";
 	opterr = 0;
 	optind = 1;

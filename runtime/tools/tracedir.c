@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,22 +194,27 @@ void print_summary(const struct summary *sum, const char *dir)
 		sum->bytes, dir);
 }
 
-int usage_error(const char *fmt, const char *arg)
+int usage_error(const char *fmt, ...)
 {
+	va_list ap;
+
 	fprintf(stderr, "ftpad: error: ");
-	fprintf(stderr, fmt, arg);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fprintf(stderr, "\nTry 'ftpad --help'.\n");
 	return EXIT_USAGE;
 }
 
-int add_glob(char *list, size_t size, const char *opt, const char *glob)
+int add_glob(const char *command, char *list, size_t size, const char *opt, const char *glob)
 {
 	size_t len = strlen(list);
 
 	if (!*glob || strchr(glob, ','))
-		return usage_error("record: option '%s' takes one glob, not empty nor with ','", opt);
+		return usage_error("%s: option '%s' takes one glob, not empty nor with ','", command,
+				   opt);
 	if (len + strlen(glob) + 2 > size)
-		return usage_error("record: too many globs for '%s'", opt);
+		return usage_error("%s: too many globs for '%s'", command, opt);
 	snprintf(list + len, size - len, "%s%s", len ? "," : "", glob);
 	return 0;
 }
@@ -221,15 +227,18 @@ int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d)
 	switch (c) {
 	case 'F':
 	case 'N':
-		return add_glob(c == 'F' ? d->filter : d->notrace, sizeof(d->filter), opt, arg);
+		return add_glob(d->command, c == 'F' ? d->filter : d->notrace, sizeof(d->filter), opt,
+				arg);
 	case 'o':
 		d->dir = arg;
-		return *arg ? 0 : usage_error("record: option '%s' needs a directory name", opt);
+		return *arg ? 0
+			    : usage_error("%s: option '%s' needs a directory name", d->command, opt);
 	case 's':
 		errno = 0;
 		d->size_mb = strtoull(arg, &end, 10);
 		if (errno || !*arg || *end || !d->size_mb || d->size_mb > (1ull << 40))
-			return usage_error("record: --size takes a number of MB >= 1, not '%s'", arg);
+			return usage_error("%s: --size takes a number of MB >= 1, not '%s'",
+					   d->command, arg);
 		return 0;
 	case 'r':
 		d->force = true;

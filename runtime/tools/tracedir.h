@@ -50,14 +50,16 @@ void print_summary(const struct summary *sum, const char *dir);
 #define EXIT_USAGE 2
 
 /* "ftpad: error: " fmt (one %s: arg), then the hint; returns EXIT_USAGE. */
-int usage_error(const char *fmt, const char *arg);
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* glob (from option opt) appended to the comma-joined list; 0, or
  * EXIT_USAGE after the message. */
-int add_glob(char *list, size_t size, const char *opt, const char *glob);
+int add_glob(const char *command, char *list, size_t size, const char *opt,
+	     const char *glob);
 
 /* The options both commands take for the trace directory. */
 struct dir_opts {
+	const char *command;              /* "record" or "attach", for messages */
 	char filter[4096], notrace[4096]; /* comma-joined -F, -N */
 	const char *dir;                  /* -o, default ftpad.data */
 	unsigned long long size_mb;       /* --size */
