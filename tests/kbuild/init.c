@@ -86,6 +86,8 @@ int main(void)
 	fwrite(buf, 1, strlen(buf) > 3000 ? 3000 : strlen(buf), stdout);
 	printf("\nE2E: vfs_read hits=%d schedule hits=%d\n", r, s);
 	printf("E2E: FTRACE-RESULT %s\n", r > 0 && s > 0 ? "PASS" : "FAIL");
+	if (slurp(T "instances/ftpad_early/trace")) // CONFIG_FTPAD_EARLY_TRACE
+		printf("E2E-EARLY-BEGIN\n%sE2E-EARLY-END\n", buf);
 	sync();
 #ifdef __mips__
 	// malta powers off only through the PIIX4 (PCI, not in this config);

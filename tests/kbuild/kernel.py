@@ -14,7 +14,7 @@ only once `make` has succeeded in it (the `.ftpad-built` stamp); an
 interrupted or failed build is simply continued by the next run.  Booting is
 never cached.
 
-Two options change a build and so its key:
+Three options change a build and so its key:
 - `report=True` adds the plugin's `report=FILE` (FILE is ftpad-report.jsonl
   in the folder): one JSON line per function the plugin saw, with its
   decision, section and instruction count.
@@ -28,6 +28,9 @@ Two options change a build and so its key:
   -mrecord-mcount.  The build's objects are what Linux's recordmcount makes
   of them: recordmcount-ng is never part of a cached build; the tests run it
   on the kept objects each time.
+- `early=True` (with `patched`) sets CONFIG_FTPAD_EARLY_TRACE (kbuild/0006);
+  without_early() then makes the same kernel without it, from a copy of the
+  folder, for the tests that compare the two.
 
     python3 tests/kbuild/kernel.py build ARCH stock|rmc|ftpad|patched [PLUGIN-ARG...]
     python3 tests/kbuild/kernel.py boot ARCH DIR WORKDIR
@@ -57,6 +60,7 @@ KEEP_SH = HERE / "recordmcount-keep.sh"
 # the code are those of the stock build.
 RMC_X86_VARS = ["CONFIG_FTRACE_MCOUNT_USE_CC=", "CONFIG_FTRACE_MCOUNT_USE_RECORDMCOUNT=y"]
 REPORT = "ftpad-report.jsonl"
+EARLY_OPTION = "CONFIG_FTPAD_EARLY_TRACE=y"
 KEEP_PROG = "ftpad-recordmcount"
 JOBS = os.environ.get("FTPAD_KJOBS", "2")
 
@@ -154,7 +158,7 @@ def patched_tree():
 
 
 def build_dir(arch, variant, plugin=None, plugin_args=(), patched=False, report=False,
-              rmc=False):
+              rmc=False, early=False):
     """Where (arch, variant) is built, and the text its key was made from."""
     a = ARCHES[arch]
     key = [f"linux={source_version()}", f"arch={arch}", f"variant={variant}",
@@ -168,6 +172,8 @@ def build_dir(arch, variant, plugin=None, plugin_args=(), patched=False, report=
         key += [f"report={REPORT}"]
     if rmc:
         key += [f"keep-sh={sha256(KEEP_SH)}", "make=" + " ".join(rmc_vars(arch))]
+    if early:
+        key += [EARLY_OPTION]
     text = "\n".join(key) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return CACHE / "build" / f"{arch}-{variant}-{digest}", text
@@ -198,16 +204,17 @@ def make_vars(arch, out, plugin_args):
 
 
 def build(arch, variant, plugin=None, plugin_args=(), patched=False, config_only=False,
-          report=False, rmc=False):
+          report=False, rmc=False, early=False):
     """Configure and build; return the build folder.  Cached, see above.
     Without `patched`, the plugin comes in through make variables and a specs
     file (no patch); with it, through kbuild/series and CONFIG_FTPAD.  Two
     runs that want the same folder take turns (a lock file beside it)."""
-    out, _ = build_dir(arch, variant, plugin, plugin_args, patched, report, rmc)
+    out, _ = build_dir(arch, variant, plugin, plugin_args, patched, report, rmc, early)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{out}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build(arch, variant, plugin, plugin_args, patched, config_only, report, rmc)
+        return _build(arch, variant, plugin, plugin_args, patched, config_only, report, rmc,
+                      early)
 
 
 def rmc_build(arch):
@@ -253,10 +260,10 @@ def install_keep_wrapper(src, out, extra):
     os.rename(tmp, scripts / "recordmcount")
 
 
-def _build(arch, variant, plugin, plugin_args, patched, config_only, report, rmc):
+def _build(arch, variant, plugin, plugin_args, patched, config_only, report, rmc, early):
     a = ARCHES[arch]
     src = patched_tree() if patched else source_tree()
-    out, keytext = build_dir(arch, variant, plugin, plugin_args, patched, report, rmc)
+    out, keytext = build_dir(arch, variant, plugin, plugin_args, patched, report, rmc, early)
     stamp = out / ".ftpad-built"
     if stamp.exists() and (out / a["image"]).exists():
         log(f"{out}: cached")
@@ -297,6 +304,8 @@ def _build(arch, variant, plugin, plugin_args, patched, config_only, report, rmc
                 shutil.copyfile(KEEP_SH, out / f"{KEEP_PROG}.tmp")
                 (out / f"{KEEP_PROG}.tmp").chmod(0o755)
                 os.rename(out / f"{KEEP_PROG}.tmp", out / KEEP_PROG)
+        if early:
+            text += EARLY_OPTION + "\n"
         fragment.write_text(text)
     if rmc:
         extra += rmc_vars(arch)
@@ -321,6 +330,31 @@ def _build(arch, variant, plugin, plugin_args, patched, config_only, report, rmc
     stamp.write_text("ok\n")
     log(f"{out}: built in {time.time() - t0:.0f} s ({cpu:.0f} CPU-s)")
     return out
+
+
+def without_early(arch, out):
+    """The kernel of build folder `out` (built with `early`) without
+    CONFIG_FTPAD_EARLY_TRACE: a copy of the folder, the option turned off and
+    make run again, so that only what reads the option is compiled anew.
+    Cached beside `out`."""
+    a = ARCHES[arch]
+    dest = out.parent / f"{out.name}-without-early"
+    with open(f"{dest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / ".ftpad-built").exists() and (dest / a["image"]).exists():
+            log(f"{dest}: cached")
+            return dest
+        shutil.rmtree(dest, ignore_errors=True)
+        subprocess.run(["cp", "-a", out, dest], check=True)
+        (dest / ".ftpad-built").unlink()
+        src = (dest / "source").resolve()
+        subprocess.run([src / "scripts" / "config", "--file", dest / ".config",
+                        "-d", "FTPAD_EARLY_TRACE"], check=True)
+        make_log(src, dest, [*a["make"], "olddefconfig"], "olddefconfig")
+        log(f"{dest}: make -j{JOBS} {a['target']}")
+        make_log(src, dest, [*a["make"], a["target"]], "build without the early tracer")
+        (dest / ".ftpad-built").write_text("ok\n")
+        return dest
 
 
 def relink(arch, dest):
@@ -362,6 +396,11 @@ head -n 30 $T/trace
 R=$(grep -c ' vfs_read <-' $T/trace)
 S=$(grep -c ' schedule <-' $T/trace)
 echo "E2E: vfs_read hits=$R schedule hits=$S"
+if [ -d $T/instances/ftpad_early ]; then
+	echo "E2E-EARLY-BEGIN"
+	cat $T/instances/ftpad_early/trace
+	echo "E2E-EARLY-END"
+fi
 if [ "$R" -gt 0 ] && [ "$S" -gt 0 ]; then echo "E2E: FTRACE-RESULT PASS"; else echo "E2E: FTRACE-RESULT FAIL"; fi
 reboot -f
 """
@@ -386,15 +425,16 @@ def initramfs(arch, workdir):
     return cpio
 
 
-def boot(arch, out, workdir, timeout=400):
-    """Boot the image under TCG; return (console text, seconds)."""
+def boot(arch, out, workdir, timeout=400, append=""):
+    """Boot the image under TCG, with `append` added to the kernel command
+    line; return (console text, seconds)."""
     a = ARCHES[arch]
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     cpio = initramfs(arch, workdir)
     cmd = [a["qemu"], "-accel", "tcg", "-nographic", "-no-reboot", *a["qemu_args"],
            "-kernel", out / a["image"], "-initrd", cpio,
-           "-append", f"console={a['console']} panic=-1 printk.time=1"]
+           "-append", f"console={a['console']} panic=-1 printk.time=1 {append}".rstrip()]
     t0 = time.time()
     try:
         p = subprocess.run([str(c) for c in cmd], capture_output=True, timeout=timeout,
