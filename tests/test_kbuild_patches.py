@@ -2,8 +2,10 @@
 """The kbuild/ patch series, applied to a copy of the cached linux-6.12 tree
 (tests/kbuild/kernel.py): arm64 at tinyconfig's -Os, where stock Linux turns
 CALL_OPS off with GCC (GCC drops the function alignment there) and
-kbuild/0003 turns it on with CONFIG_FTPAD.  Built, booted under
-qemu-system-aarch64, self-tests checked.  Cached like the other kernel
+kbuild/0003 turns it on with CONFIG_FTPAD.  The build also has kbuild/0006's
+very early tracer (CONFIG_FTPAD_EARLY_TRACE, tested in test_kbuild_early.py),
+which changes nothing here.  Built, booted under qemu-system-aarch64,
+self-tests checked.  Cached like the other kernel
 tests; the boot and the checks always run."""
 import pathlib
 import re
@@ -28,7 +30,7 @@ def patched_config():
     if not ftpadtest.A64_PLUGIN.exists():
         pytest.fail(f"{ftpadtest.A64_PLUGIN} is missing: run `make` first")
     return kernel.build(ARCH, "patched", ftpadtest.A64_PLUGIN, patched=True,
-                        config_only=True)
+                        config_only=True, early=True)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def patched():
     require_kernel_tools("patch", "aarch64-linux-gnu-gcc")
     if not ftpadtest.A64_PLUGIN.exists():
         pytest.fail(f"{ftpadtest.A64_PLUGIN} is missing: run `make` first")
-    return kernel.build(ARCH, "patched", ftpadtest.A64_PLUGIN, patched=True)
+    return kernel.build(ARCH, "patched", ftpadtest.A64_PLUGIN, patched=True, early=True)
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +66,7 @@ def test_patched_config(patched_config):
     config = (patched / ".config").read_text()
     for want in ("CONFIG_FTPAD=y", "CONFIG_CC_OPTIMIZE_FOR_SIZE=y",
                  "CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS=y", "CONFIG_FUNCTION_ALIGNMENT=8",
+                 kernel.EARLY_OPTION,
                  f'CONFIG_FTPAD_PLUGIN="{patched}/ftpad.so"'):
         assert want in config.splitlines(), want
 
