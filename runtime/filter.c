@@ -16,10 +16,27 @@ struct ftpad_filter {
 	char *globs[];
 };
 
+/*
+ * fnmatch() with no flags, where most names fail the compare before the
+ * glob's first special character: an update asks every site of every
+ * module (100,000 of them for one -F leaf), and fnmatch costs ten times
+ * that compare.  A glob without special characters matches only itself.
+ */
+static bool glob_matches(const char *glob, const char *name)
+{
+	size_t literal = strcspn(glob, "*?[\\");
+
+	if (strncmp(glob, name, literal))
+		return false;
+	if (!glob[literal])
+		return !name[literal];
+	return !fnmatch(glob, name, 0);
+}
+
 static bool filter_has(const struct ftpad_filter *f, const char *name)
 {
 	for (size_t i = 0; f && name && i < f->n; i++)
-		if (!fnmatch(f->globs[i], name, 0))
+		if (glob_matches(f->globs[i], name))
 			return true;
 	return false;
 }
