@@ -1279,7 +1279,6 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	__atomic_store_n(&stopping, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&ended, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&started, 1, __ATOMIC_RELEASE);
-	ftpad_load_symbols_eagerly();
 	err = register_record_ops(exits);
 	if (err)
 		return err;
