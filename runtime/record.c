@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,7 +129,14 @@ static uint64_t min_ticks;
 
 /* Site ids: each module's sites get a run of ids when first met. */
 #define MAX_MODULES 1024
-static struct { struct ftpad_module *m; uintptr_t lo; size_t nsites; uint32_t base; } mods[MAX_MODULES];
+/* lines: the module's lines are in `sites` (under mods_lock). */
+static struct {
+	struct ftpad_module *m;
+	uintptr_t lo;
+	size_t nsites;
+	uint32_t base;
+	bool lines;
+} mods[MAX_MODULES];
 static unsigned nmods;      /* atomic: entries published */
 static uint32_t next_id;    /* under mods_lock */
 static int mods_lock;       /* atomic spin flag, taken with trylock only */
@@ -555,8 +563,10 @@ static int module_slot(const struct ftpad_module *m)
 	return -1;
 }
 
-/* m's first id, its lines written to `sites` first; -1 if busy or full. */
-static int64_t module_base(struct ftpad_module *m)
+/* m's first id, published with its lines written to `sites` first
+ * (lines), or for them to be written later (write_pending_lines()); -1 if
+ * busy or full. */
+static int64_t publish_module(struct ftpad_module *m, bool lines)
 {
 	int i = module_slot(m);
 
@@ -569,13 +579,21 @@ static int64_t module_base(struct ftpad_module *m)
 		i = nmods;
 		mods[i].m = m, mods[i].lo = m->lo, mods[i].nsites = m->nsites;
 		mods[i].base = next_id;
+		mods[i].lines = lines;
 		next_id += m->nsites;
-		write_site_lines(m, mods[i].base);
+		if (lines)
+			write_site_lines(m, mods[i].base);
 		set_trace_what(m, mods[i].base);
 		__atomic_store_n(&nmods, i + 1, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&mods_lock, 0, __ATOMIC_RELEASE);
 	return i < 0 ? -1 : (int64_t)mods[i].base;
+}
+
+/* A module first met by an event: its lines at once. */
+static int64_t module_base(struct ftpad_module *m)
+{
+	return publish_module(m, true);
 }
 
 /* The id of site s (NULL: -1): O(modules) once its module has ids. */
@@ -1221,26 +1239,79 @@ static void take_early(void)
 	}
 }
 
-static void register_modules(void)
+/* The modules, oldest first (ids go to the oldest first); n of them. */
+static size_t list_modules(struct ftpad_module **list)
 {
-	/* The list is newest first: ids go to the oldest first. */
-	static struct ftpad_module *list[MAX_MODULES];
 	size_t n = 0;
 
 	for (struct ftpad_module *m = ftpad_modules(); m && n < MAX_MODULES; m = m->next)
 		list[n++] = m;
-	while (n--)
-		module_base(list[n]);
+	for (size_t i = 0; i < n / 2; i++) {
+		struct ftpad_module *t = list[i];
+
+		list[i] = list[n - 1 - i], list[n - 1 - i] = t;
+	}
+	return n;
 }
 
-/* A session before this one gave the sites ids (set_trace_what()): the
- * fast path must not write them into this one's trace, so each site takes
- * the C path, which gives its module this session's ids, till then. */
-static void forget_trace_what(void)
+/* A module without ids in this trace: a session before this one gave
+ * its sites ids (set_trace_what()), which the fast path must not write
+ * into this one's trace, so each of its sites takes the C path, which
+ * gives the module this session's ids, till then. */
+static void forget_trace_what(struct ftpad_module *m)
 {
-	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
-		for (size_t i = 0; i < m->nsites; i++)
-			__atomic_store_n(&m->sites[i].trace_what, 0, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < m->nsites; i++)
+		__atomic_store_n(&m->sites[i].trace_what, 0, __ATOMIC_RELAXED);
+}
+
+/*
+ * Before anything is patched: ids for the sites of every module (read
+ * now if they were not yet), their lines left for register_modules(), so
+ * that the first events already take the fast path.  Nothing records
+ * yet, so the lock is free.
+ */
+static void publish_modules(void)
+{
+	static struct ftpad_module *list[MAX_MODULES];
+	size_t n;
+
+	ftpad_modules_try_refresh();
+	n = list_modules(list);
+	for (size_t i = 0; i < n; i++)
+		if (publish_module(list[i], false) < 0)
+			forget_trace_what(list[i]);
+}
+
+/* The lines publish_modules() left, of the modules still listed, as
+ * register_modules() always read them (after the patching, outside any
+ * hold).  A module unloaded between the patching and here gets no lines:
+ * the few events it may have recorded meanwhile are ones the viewers
+ * count as of unknown sites. */
+static void write_pending_lines(struct ftpad_module *const *list, size_t n)
+{
+	while (__atomic_exchange_n(&mods_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield(); /* an event adding a module: brief */
+	for (size_t k = 0; k < n; k++) {
+		int i = module_slot(list[k]);
+
+		if (i >= 0 && !mods[i].lines) {
+			write_site_lines(list[k], mods[i].base);
+			mods[i].lines = true;
+		}
+	}
+	__atomic_store_n(&mods_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* After the patching: ids for the modules loaded meanwhile, and every
+ * module's lines, before the writer starts and puts any event in a file. */
+static void register_modules(void)
+{
+	static struct ftpad_module *list[MAX_MODULES];
+	size_t n = list_modules(list);
+
+	for (size_t i = 0; i < n; i++)
+		module_base(list[i]);
+	write_pending_lines(list, n);
 }
 
 /* Once per process, at its first start: what every session shares. */
@@ -1321,7 +1392,6 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	if (!err && !reset_threads())
 		err = -ENOMEM;
 	/* Its own site ids and byte count: a new trace directory. */
-	forget_trace_what();
 	nmods = next_id = 0;
 	mods_lock = 0;
 	bytes_written = 0;
@@ -1335,6 +1405,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	__atomic_store_n(&stopping, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&ended, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&started, 1, __ATOMIC_RELEASE);
+	publish_modules();
 	err = register_record_ops(exits);
 	if (err)
 		return err;
