@@ -606,6 +606,50 @@ static int sync_by_tlb_shootdown(void)
 	return mprotect((void *)page, size, PROT_READ) < 0 ? -errno : 0;
 }
 
+/*
+ * An attach starts writing code in a process that is threaded already,
+ * where the first write waits twice for an RCU grace period in the
+ * kernel: membarrier's registration (synchronize_rcu() unless the process
+ * has one thread) and the descriptor table grown for /proc/self/mem's
+ * high number (fd.c).  A thread of its own pays both while the attach
+ * reads the modules; the registration is the process's, so the one
+ * ftpad_text_sync_cores() makes later returns at once.  Neither touches
+ * this file's state: only the kernel's.
+ */
+static void *warm_up(void *arg)
+{
+	(void)arg;
+	membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
+	ftpad_own_fd_grow_table();
+	return NULL;
+}
+
+int ftpad_text_warm_up_start(pthread_t *thread)
+{
+	pthread_attr_t attr;
+	sigset_t mask;
+	int err;
+
+	/* The runtime threads' mask (record.c), given through the attributes. */
+	ftpad_runtime_thread_mask(&mask);
+	err = pthread_attr_init(&attr);
+	if (err)
+		return -err;
+	err = pthread_attr_setsigmask_np(&attr, &mask);
+	if (!err)
+		err = pthread_create(thread, &attr, warm_up, NULL);
+	pthread_attr_destroy(&attr);
+	return -err;
+}
+
+/* Joined before the first code write: a thread being created or ending
+ * blocks every signal for a moment, and would make the patching look for
+ * another protocol than int3 (arch/x86_64.c choose_protocol()). */
+void ftpad_text_warm_up_end(pthread_t thread)
+{
+	pthread_join(thread, NULL);
+}
+
 int ftpad_text_sync_cores(void)
 {
 	/* Registered once, under ftpad_lock: 1 works, -1 unavailable. */
@@ -615,7 +659,8 @@ int ftpad_text_sync_cores(void)
 
 	/* Registration is per mm, and a forked child has a new one. */
 	if (state == 0 || registered_pid != pid) {
-		int err = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
+		int err;
+		err = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
 
 		state = err ? -1 : 1;
 		registered_pid = pid;
@@ -623,7 +668,8 @@ int ftpad_text_sync_cores(void)
 			ftpad_info("ftpad: membarrier SYNC_CORE: %s; syncing cores by TLB shootdown\n",
 				   strerror(-err));
 	}
-	if (state > 0 && !membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE))
+	if (state > 0 && !membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)) {
 		return 0;
+	}
 	return sync_by_tlb_shootdown();
 }
