@@ -292,6 +292,25 @@ def test_filter_and_notrace(prog, tmp_path):
     assert image.calls() == {"before_main": 1, "main": 1, "mid": 10, "report": 1} and enabled == sites - 1
 
 
+@pytest.mark.parametrize("glob, chosen", [
+    ("mid", {"mid"}),        # a glob without special characters: the name itself,
+    ("mi", set()),           # ... not the names it begins
+    ("m?d", {"mid"}),
+    ("[m]id", {"mid"}),      # special at once: no literal head
+    ("*id", {"mid"}),
+    ("mid*", {"mid"}),
+    ("m\\id", {"mid"}),      # an escaped plain character ends the literal head
+    ("lea[f]", {"leaf"}),
+], ids=["literal", "not-a-prefix", "question", "bracket-first", "star-first", "star-last",
+        "escape", "bracket-last"])
+def test_filter_globs_match_as_fnmatch(prog, tmp_path, glob, chosen):
+    """-F GLOB matches a name as fnmatch() does (filter.c compares the
+    glob's literal head first)."""
+    p, trace, _ = record(prog, tmp_path, "count", "3", opts=["-F", glob])
+    [image] = trace.images.values()
+    assert set(image.calls()) == chosen
+
+
 def test_aarch64_under_qemu(tmp_path):
     if not A64_PLUGIN.exists() or not A64_LIB.exists():
         pytest.fail(f"{A64_PLUGIN} or {A64_LIB} is missing: run `make` first")
