@@ -275,22 +275,9 @@ static void *control_main(void *arg)
 
 static int start_control_thread(char *request)
 {
-	pthread_attr_t attr;
 	pthread_t thread;
-	sigset_t mask;
-	int err;
 
-	ftpad_runtime_thread_mask(&mask);
-	err = pthread_attr_init(&attr);
-	if (err)
-		return -err;
-	err = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (!err)
-		err = pthread_attr_setsigmask_np(&attr, &mask);
-	if (!err)
-		err = pthread_create(&thread, &attr, control_main, request);
-	pthread_attr_destroy(&attr);
-	return -err;
+	return ftpad_runtime_thread_start(&thread, control_main, request, true);
 }
 
 int ftpad_attach_start(const char *request)

@@ -729,6 +729,27 @@ void ftpad_runtime_thread_mask(sigset_t *mask)
 		sigdelset(mask, open_signals[i]);
 }
 
+int ftpad_runtime_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
+			       bool detached)
+{
+	pthread_attr_t attr;
+	sigset_t mask;
+	int err;
+
+	ftpad_runtime_thread_mask(&mask);
+	err = pthread_attr_init(&attr);
+	if (err)
+		return -err;
+	if (detached)
+		err = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (!err)
+		err = pthread_attr_setsigmask_np(&attr, &mask);
+	if (!err)
+		err = pthread_create(thread, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return -err;
+}
+
 static int writer_running;
 
 static void start_writer(void)

@@ -626,20 +626,7 @@ static void *warm_up(void *arg)
 
 int ftpad_text_warm_up_start(pthread_t *thread)
 {
-	pthread_attr_t attr;
-	sigset_t mask;
-	int err;
-
-	/* The runtime threads' mask (record.c), given through the attributes. */
-	ftpad_runtime_thread_mask(&mask);
-	err = pthread_attr_init(&attr);
-	if (err)
-		return -err;
-	err = pthread_attr_setsigmask_np(&attr, &mask);
-	if (!err)
-		err = pthread_create(thread, &attr, warm_up, NULL);
-	pthread_attr_destroy(&attr);
-	return -err;
+	return ftpad_runtime_thread_start(thread, warm_up, NULL, false);
 }
 
 /* Joined before the first code write: a thread being created or ending
