@@ -385,9 +385,9 @@ int ftpad_text_flush(struct ftpad_text_writer *w, struct ftpad_text_run r) FTPAD
 /* Make every thread of the process execute a core-serializing instruction
  * (membarrier SYNC_CORE) before it runs user code again.  0 or -errno. */
 int ftpad_text_sync_cores(void) FTPAD_HIDDEN;
-/* The first code write's waits for the kernel, paid ahead on a thread of
- * their own (text.c): started, 0 or -errno; then joined before code is
- * written, which works the same whether it was started or not. */
+/* The first code write's wait for the descriptor table, paid ahead on a
+ * thread of its own (text.c): started, 0 or -errno; then joined before
+ * code is written, which works the same whether it was started or not. */
 int ftpad_text_warm_up_start(pthread_t *thread) FTPAD_HIDDEN;
 void ftpad_text_warm_up_end(pthread_t thread) FTPAD_HIDDEN;
 

@@ -1480,8 +1480,8 @@ int ftpad_record_session_start(const char *req, unsigned *sites, unsigned long *
 	exits = setting("FTPAD_RECORD_EXITS");
 	snprintf(image, sizeof(image), "%d.0", getpid());
 	/* The process runs threads already (this one, at least): the first
-	 * code write's waits for the kernel are paid while the modules are
-	 * read (text.c). */
+	 * code write's wait for the descriptor table is paid while the
+	 * modules are read (text.c). */
 	warming = !ftpad_text_warm_up_start(&warm_up);
 	err = begin(setting("FTPAD_RECORD"), NULL, NULL, !exits || strcmp(exits, "0"),
 		    warming ? &warm_up : NULL);
