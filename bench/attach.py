@@ -113,7 +113,9 @@ def build(work, functions, files, build_dir, jobs):
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         objs = list(pool.map(lambda s: compile_one(cc, s), sources))
-    exe = work / "prog"
+    # Not "prog": on a shared machine a process of that name is easily
+    # someone else's to kill (two such SIGKILLs in one afternoon here).
+    exe = work / "attach-bench-prog"
     subprocess.run(["gcc", *map(str, objs), "-o", str(exe)], check=True)
     return exe, time.perf_counter() - t0
 
