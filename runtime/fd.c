@@ -77,18 +77,3 @@ bool ftpad_own_fd_valid(const struct ftpad_own_fd *o, int fd)
 
 	return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino;
 }
-
-/*
- * The kernel grows a process's descriptor table to take the first high
- * number, and a threaded process's table only after an RCU grace period
- * (expand_fdtable(): 10 to 30 ms on a busy machine).  A throwaway
- * descriptor moved high pays that now, so that the first
- * ftpad_own_fd_open() does not; the table never shrinks.
- */
-void ftpad_own_fd_grow_table(void)
-{
-	int fd = open("/", O_PATH | O_CLOEXEC);
-
-	if (fd >= 0)
-		close(move_high(fd));
-}

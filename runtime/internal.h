@@ -385,11 +385,6 @@ int ftpad_text_flush(struct ftpad_text_writer *w, struct ftpad_text_run r) FTPAD
 /* Make every thread of the process execute a core-serializing instruction
  * (membarrier SYNC_CORE) before it runs user code again.  0 or -errno. */
 int ftpad_text_sync_cores(void) FTPAD_HIDDEN;
-/* The first code write's wait for the descriptor table, paid ahead on a
- * thread of its own (text.c): started, 0 or -errno; then joined before
- * code is written, which works the same whether it was started or not. */
-int ftpad_text_warm_up_start(pthread_t *thread) FTPAD_HIDDEN;
-void ftpad_text_warm_up_end(pthread_t thread) FTPAD_HIDDEN;
 
 /* fd.c: a descriptor libftpad keeps open, known by its file, since the
  * program may close the number and open another file on it. */
@@ -405,8 +400,6 @@ int ftpad_own_fd_open(struct ftpad_own_fd *o, const char *path, int flags, mode_
 		      bool same_file) FTPAD_HIDDEN;
 /* Whether fd still holds o's file. */
 bool ftpad_own_fd_valid(const struct ftpad_own_fd *o, int fd) FTPAD_HIDDEN;
-/* The descriptor table grown to take a high number now (fd.c). */
-void ftpad_own_fd_grow_table(void) FTPAD_HIDDEN;
 
 /*
  * grace.c: see there for the scheme.  A thread's slot word w packs, from

@@ -1394,15 +1394,12 @@ static int register_record_ops(bool exits)
  * negative errno, said through ftpad_warn() too; registering failed
  * leaves the trace started, with nothing patched.
  */
-static int begin(const char *trace_dir, const char *how, const char *from, bool exits,
-		 const pthread_t *warm_up)
+static int begin(const char *trace_dir, const char *how, const char *from, bool exits)
 {
 	int err;
 
 	if (strlen(trace_dir) >= sizeof(dir) - 64) {
 		ftpad_warn("ftpad: error: FTPAD_RECORD is too long; not recording\n");
-		if (warm_up)
-			ftpad_text_warm_up_end(*warm_up);
 		return -ENAMETOOLONG;
 	}
 	strcpy(dir, trace_dir);
@@ -1421,11 +1418,8 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	bytes_written = 0;
 	if (!err && make_image(how, from))
 		err = errno ? -errno : -EIO;
-	if (err) {
-		if (warm_up)
-			ftpad_text_warm_up_end(*warm_up);
+	if (err)
 		return err;
-	}
 	if (!how)
 		write_info_head();
 	clock_sync();
@@ -1433,9 +1427,6 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	__atomic_store_n(&ended, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&started, 1, __ATOMIC_RELEASE);
 	publish_modules();
-	/* Joined before anything is patched (text.c). */
-	if (warm_up)
-		ftpad_text_warm_up_end(*warm_up);
 	err = register_record_ops(exits);
 	if (err)
 		return err;
@@ -1457,7 +1448,7 @@ void ftpad_record_start(void)
 	if (!env || !*env || started)
 		return;
 	name_image(&how, from, sizeof(from));
-	begin(env, how, from, true, NULL);
+	begin(env, how, from, true);
 }
 
 /*
@@ -1469,8 +1460,6 @@ int ftpad_record_session_start(const char *req, unsigned *sites, unsigned long *
 {
 	struct ftpad_stats st = { .sz = sizeof(st) };
 	const char *exits;
-	pthread_t warm_up;
-	bool warming;
 	int err = -EBUSY;
 
 	pthread_mutex_lock(&end_lock);
@@ -1479,12 +1468,7 @@ int ftpad_record_session_start(const char *req, unsigned *sites, unsigned long *
 	request = req;
 	exits = setting("FTPAD_RECORD_EXITS");
 	snprintf(image, sizeof(image), "%d.0", getpid());
-	/* The process runs threads already (this one, at least): the first
-	 * code write's wait for the descriptor table is paid while the
-	 * modules are read (text.c). */
-	warming = !ftpad_text_warm_up_start(&warm_up);
-	err = begin(setting("FTPAD_RECORD"), NULL, NULL, !exits || strcmp(exits, "0"),
-		    warming ? &warm_up : NULL);
+	err = begin(setting("FTPAD_RECORD"), NULL, NULL, !exits || strcmp(exits, "0"));
 	if (err) {
 		__atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
 		close_trace_files();

@@ -606,38 +606,6 @@ static int sync_by_tlb_shootdown(void)
 	return mprotect((void *)page, size, PROT_READ) < 0 ? -errno : 0;
 }
 
-/*
- * An attach starts writing code in a process that is threaded already,
- * where the first write through /proc/self/mem grows the descriptor
- * table for its high number (fd.c) after an RCU grace period in the
- * kernel.  A thread of its own pays that while the attach reads the
- * modules; the table is the process's and never shrinks, and nothing of
- * this file's state is touched.  membarrier's registration, the other
- * such wait, stays with the first sync (ftpad_text_sync_cores()): made
- * ahead on this thread, one fresh attach in four to every site of the
- * attach bench's program recorded nothing (its hot function ran at its
- * unpatched speed throughout the session), for a reason not found yet.
- */
-static void *warm_up(void *arg)
-{
-	(void)arg;
-	ftpad_own_fd_grow_table();
-	return NULL;
-}
-
-int ftpad_text_warm_up_start(pthread_t *thread)
-{
-	return ftpad_runtime_thread_start(thread, warm_up, NULL, false);
-}
-
-/* Joined before the first code write: a thread being created or ending
- * blocks every signal for a moment, and would make the patching look for
- * another protocol than int3 (arch/x86_64.c choose_protocol()). */
-void ftpad_text_warm_up_end(pthread_t thread)
-{
-	pthread_join(thread, NULL);
-}
-
 int ftpad_text_sync_cores(void)
 {
 	/* Registered once, under ftpad_lock: 1 works, -1 unavailable. */
@@ -647,8 +615,7 @@ int ftpad_text_sync_cores(void)
 
 	/* Registration is per mm, and a forked child has a new one. */
 	if (state == 0 || registered_pid != pid) {
-		int err;
-		err = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
+		int err = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
 
 		state = err ? -1 : 1;
 		registered_pid = pid;
@@ -656,8 +623,7 @@ int ftpad_text_sync_cores(void)
 			ftpad_info("ftpad: membarrier SYNC_CORE: %s; syncing cores by TLB shootdown\n",
 				   strerror(-err));
 	}
-	if (state > 0 && !membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)) {
+	if (state > 0 && !membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE))
 		return 0;
-	}
 	return sync_by_tlb_shootdown();
 }
