@@ -139,7 +139,7 @@ static struct {
 } mods[MAX_MODULES];
 static unsigned nmods;      /* atomic: entries published */
 static uint32_t next_id;    /* under mods_lock */
-static int mods_lock;       /* atomic spin flag, taken with trylock only */
+static int mods_lock;       /* atomic spin flag: events only try it */
 static int sites_fd = -1;
 
 _Static_assert(offsetof(struct rthread, cur) == 8 && offsetof(struct rthread, busy) == 56 &&
