@@ -266,11 +266,51 @@ void add_pass_plugin(CompilerInstance &ci)
 		plugins.push_back(self);
 }
 
+// -fplugin-arg-ftpad-clang-pg=0|1, clang's alone (GCC has a specs file for
+// it, docs/kbuild.md): with 1 the plugin takes the place of -pg -mfentry,
+// so that it can be loaded into every compile of a Kbuild tree (KCFLAGS)
+// and still pad only the objects Kbuild compiles with -pg, and in them the
+// functions -pg marks (the pass).  Takes it out of ARGS; 0 or 1, or -1
+// after an error.
+int take_pg_argument(std::vector<std::string> &args, DiagnosticsEngine &d)
+{
+	int pg = 0;
+	for (auto a = args.begin(); a != args.end();) {
+		if (a->rfind("clang-pg=", 0) != 0 && *a != "clang-pg") {
+			++a;
+			continue;
+		}
+		std::string value = a->size() > 9 ? a->substr(9) : "";
+		if (value != "0" && value != "1") {
+			error(d, SourceLocation(), "bad argument -fplugin-arg-ftpad-" + *a +
+							   ": must be 0 or 1");
+			return -1;
+		}
+		pg = value == "1";
+		a = args.erase(a);
+	}
+	return pg;
+}
+
 struct FtpadAction : PluginASTAction {
-	bool ParseArgs(const CompilerInstance &ci, const std::vector<std::string> &args) override
+	bool ParseArgs(const CompilerInstance &ci, const std::vector<std::string> &given) override
 	{
 		FtpadConfig &c = ftpad_config();
 		DiagnosticsEngine &d = ci.getDiagnostics();
+		std::vector<std::string> args = given;
+		int pg = take_pg_argument(args, d);
+		if (pg < 0)
+			return false;
+		// Without -pg (an object Kbuild keeps untraced, or one for another
+		// target, such as the 32-bit vDSO) the plugin stays out: no pass,
+		// no report line, no error.
+		if (pg && !ci.getCodeGenOpts().InstrumentForProfiling)
+			return false;
+		if (pg && !ci.getCodeGenOpts().CallFEntry) {
+			error(d, SourceLocation(), "-fplugin-arg-ftpad-clang-pg=1 takes the place of "
+						   "-pg -mfentry, and this compile has -pg alone");
+			return false;
+		}
 		// The target is not created yet, but its triple is known.
 		llvm::Triple triple(ci.getTargetOpts().Triple);
 		const FtpadArch *arch = ftpad_arch_for(triple);
@@ -283,6 +323,7 @@ struct FtpadAction : PluginASTAction {
 		c.prefix_map = ci.getCodeGenOpts().DebugPrefixMap;
 		if (!parse_args(args, c, *arch, d))
 			return false;
+		c.pg = pg;
 		// Before the code generator's pipeline exists: clang 13 builds it
 		// before it runs the optimizer, and with it the pass.
 		if (!c.opts.unsafe_ipa_ra)

@@ -48,6 +48,9 @@ struct FtpadConfig {
 	// out of the IR when its count is 0).
 	std::map<std::string, std::string> skip;
 	std::map<std::string, ftpad_layout> attribute;
+	// -fplugin-arg-ftpad-clang-pg=1 (frontend.cc): pad only the functions
+	// -pg -mfentry marks, in place of their __fentry__ call.
+	bool pg = false;
 };
 
 FtpadConfig &ftpad_config();

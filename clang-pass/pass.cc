@@ -399,6 +399,16 @@ std::string cannot_pad(const Function &F, const FtpadConfig &c, const FtpadArch 
 	return why;
 }
 
+// clang-pg=1: did -pg -mfentry mark F for a call to __fentry__?  The mark
+// goes, so that the code generator writes F's pad and not the call.
+bool take_pg_mark(Function &F)
+{
+	if (F.getFnAttribute("fentry-call").getValueAsString() != "true")
+		return false;
+	F.removeFnAttr("fentry-call");
+	return true;
+}
+
 struct FtpadPass : PassInfoMixin<FtpadPass> {
 	PreservedAnalyses run(Module &M, ModuleAnalysisManager &MAM)
 	{
@@ -421,6 +431,10 @@ struct FtpadPass : PassInfoMixin<FtpadPass> {
 		for (Function &F : M) {
 			if (F.isDeclaration() || F.hasAvailableExternallyLinkage())
 				continue; // not emitted here
+			// What -pg leaves alone the plugin leaves alone too; its
+			// notrace functions keep their report line.
+			if (c.pg && !take_pg_mark(F) && !c.skip.count(asm_name(F).str()))
+				continue;
 			ftpad_size size = ftpad_estimate(F, FAM.getResult<TargetIRAnalysis>(F));
 			ftpad_decision d;
 			if (!ftpad_decide_and_report(F, c, size, d))
