@@ -314,3 +314,51 @@ def test_kernel_abi_keeps_ipra_off(tmp_path, clang_plugin, arch_name, unsafe):
          IPA_RA_SRC, "-o", exe, *ARCHES[arch_name]["libftpad"]])
     kept = caller_keeps_values_in(exe, arch_name)
     assert bool(kept) == bool(unsafe), kept
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2", "-Os"])
+@pytest.mark.parametrize("ibt", [[], ["-fcf-protection=branch"]], ids=["plain", "ibt"])
+def test_x86_64_clang_pg_takes_the_place_of_pg_mfentry(tmp_path, clang_plugin, opt, ibt):
+    """clang-pg=1 (how a clang-built kernel loads the plugin, docs/kbuild.md):
+    with -pg -mfentry the object is abi=kernel's without them, byte for byte
+    (no call to __fentry__, the NOPs and their __mcount_loc records); without
+    -pg it is clang's own without the plugin, with no report line."""
+    common = [*X86["cc"], *X86["flags"], opt, *ibt, "-c", SRC]
+    pg = clang_flags(abi="kernel", pg=1, report=tmp_path / "pg.jsonl")
+    kernel_obj, pg_obj = tmp_path / "kernel.o", tmp_path / "pg.o"
+    run([*common, *clang_flags(abi="kernel"), "-o", kernel_obj])
+    run([*common, "-pg", "-mfentry", *pg, "-o", pg_obj])
+    assert code_sections(pg_obj) == code_sections(kernel_obj)
+    assert mcount_sites(pg_obj) == mcount_sites(kernel_obj)
+    assert len(mcount_sites(pg_obj)) == len(TRACED)
+    assert not fentry_calls(pg_obj)
+    assert len((tmp_path / "pg.jsonl").read_text().splitlines()) == len(TRACED) + 1  # + notrace
+    plain_obj, off_obj = tmp_path / "plain.o", tmp_path / "off.o"
+    run([*common, "-mfentry", "-o", plain_obj])
+    run([*common, "-mfentry", *clang_flags(abi="kernel", pg=1, report=tmp_path / "off.jsonl"),
+         "-o", off_obj])
+    assert code_sections(off_obj) == code_sections(plain_obj)
+    assert not mcount_sites(off_obj) and not (tmp_path / "off.jsonl").exists()
+
+
+def test_clang_pg_without_pg_takes_any_target(tmp_path, clang_plugin):
+    """Kbuild's KCFLAGS also reach compiles for targets without a layout (a
+    32-bit vDSO); without -pg the plugin stays out of them."""
+    run(["clang-14", "-m32", "-O2", "-c", SRC, "-o", tmp_path / "x.o",
+         *clang_flags(abi="kernel", pg=1)])
+    p = run(["clang-14", "-m32", "-O2", "-c", SRC, "-o", tmp_path / "y.o",
+             *clang_flags(abi="kernel")], check=False)
+    assert p.returncode != 0 and "no pad layout for target i386" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["-pg", "-mfentry", "-fplugin-arg-ftpad-clang-pg=2"],
+     "bad argument -fplugin-arg-ftpad-clang-pg=2: must be 0 or 1"),
+    (["-pg", "-fplugin-arg-ftpad-clang-pg=1"], "takes the place of -pg -mfentry"),
+    (["-pg", "-mfentry", "-fplugin-arg-ftpad-clang-pg=0"], "-pg -mfentry puts a call first"),
+], ids=["bad-value", "pg-alone", "pg-0"])
+def test_clang_pg_errors(tmp_path, clang_plugin, flags, message):
+    p = run([*X86["cc"], *X86["flags"], "-O2", "-c", SRC, "-o", tmp_path / "x.o",
+             *clang_flags(abi="kernel"), *flags], check=False)
+    assert p.returncode != 0 and message in p.stderr, p.stderr
+    assert not (tmp_path / "x.o").exists()
