@@ -35,6 +35,9 @@ packages=(
   # the clang plugin: the compiler it loads into, and the LLVM and clang
   # headers it is built against
   clang-14 llvm-14-dev libclang-14-dev
+  # clang-built kernels (tests/test_kbuild_clang.py): Kbuild's LLVM=-14 links
+  # with ld.lld-14 and uses llvm-ar-14, llvm-nm-14, llvm-objcopy-14, ...
+  lld-14 llvm-14
   # every other compiler Debian 12 ships, each with its own plugin build
   # (tests/test_compilers.py): GCC 11, native and aarch64 cross, with its
   # plugin headers; clang 13, 15 and 16 with the LLVM and clang headers
