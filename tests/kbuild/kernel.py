@@ -85,6 +85,13 @@ ARCHES["mips"] = dict(make=["ARCH=mips", "CROSS_COMPILE=mips-linux-gnu-"],
                       image="vmlinux", target="vmlinux", fragment=HERE / "mips.config",
                       qemu="qemu-system-mips", qemu_args=["-M", "malta", "-m", "256"],
                       console="ttyS0", cc="mips-linux-gnu-gcc", plugin=None)
+# clang-built kernels (docs/kbuild.md "Kernels built with clang"): Kbuild's
+# LLVM=-14 (clang-14, ld.lld-14, llvm-*-14); `llvm` is the compiler whose
+# version goes into the key, `cc` stays the GCC that builds /init.
+LLVM = "-14"
+for _arch in ("x86_64", "arm64"):
+    ARCHES[f"{_arch}-clang"] = dict(ARCHES[_arch], make=[f"ARCH={_arch}", f"LLVM={LLVM}"],
+                                    llvm=f"clang{LLVM}", plugin="clang-pass/ftpad-clang.so")
 
 
 def log(msg):
@@ -163,6 +170,8 @@ def build_dir(arch, variant, plugin=None, plugin_args=(), patched=False, report=
     a = ARCHES[arch]
     key = [f"linux={source_version()}", f"arch={arch}", f"variant={variant}",
            f"fragment={sha256(a['fragment'])}", f"gcc={gcc_version(arch)}"]
+    if a.get("llvm"):
+        key += [f"clang={version_line(a['llvm'])}"]
     if patched:
         key += [f"patch={sha256(p)}" for p in patches()]
     if plugin is not None:
@@ -184,6 +193,11 @@ def gcc_version(arch):
                           check=True).stdout.splitlines()[0]
 
 
+def version_line(cc):
+    return subprocess.run([cc, "--version"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()[0]
+
+
 def rmc_vars(arch):
     return RMC_X86_VARS if arch == "x86_64" else []
 
@@ -191,6 +205,8 @@ def rmc_vars(arch):
 def make_vars(arch, out, plugin_args):
     """The make variables that put ftpad in place of the compiler's own
     ftrace flags, with no kernel patch (docs/kbuild.md)."""
+    if ARCHES[arch].get("llvm"):
+        return clang_make_vars(arch, out, plugin_args)
     if arch == "x86_64":
         return ["CC_FLAGS_FTRACE=-pg",
                 "CC_FLAGS_USING=-DCC_USING_FENTRY -DCC_USING_NOP_MCOUNT",
@@ -201,6 +217,25 @@ def make_vars(arch, out, plugin_args):
     return ["CC_FLAGS_FTRACE=" + " ".join(
         [f"-fplugin={out}/ftpad.so", "-fplugin-arg-ftpad-abi=kernel"]
         + [f"-fplugin-arg-ftpad-{a}" for a in plugin_args])]
+
+
+def clang_make_vars(arch, out, plugin_args):
+    """make_vars() for LLVM=-14 (docs/kbuild.md "Kernels built with clang").
+    x86_64: Kbuild's -pg -mfentry stay, the plugin is loaded into every C
+    compile and with clang-pg=1 pads exactly what -pg marks, in its place;
+    objtool keeps its other jobs but no longer writes __mcount_loc (the
+    plugin does; no C code reads the option).  arm64: as with GCC.  The
+    dynamic ftrace self-tests' one-line targets keep their site under
+    min-insns, as kbuild/0004 does for the patch series."""
+    args = ["-fplugin-arg-ftpad-abi=kernel"] + [f"-fplugin-arg-ftpad-{a}" for a in plugin_args]
+    selftest = "CFLAGS_trace_selftest_dynamic.o=$(CC_FLAGS_FTRACE) -fplugin-arg-ftpad-min-insns=0"
+    if arch == "x86_64-clang":
+        return ["CONFIG_FTRACE_MCOUNT_USE_OBJTOOL=",
+                "CC_FLAGS_USING=-DCC_USING_FENTRY -DCC_USING_NOP_MCOUNT",
+                "KCFLAGS=" + " ".join([f"-fplugin={out}/ftpad.so", *args,
+                                       "-fplugin-arg-ftpad-clang-pg=1"]),
+                selftest]
+    return ["CC_FLAGS_FTRACE=" + " ".join([f"-fplugin={out}/ftpad.so", *args]), selftest]
 
 
 def build(arch, variant, plugin=None, plugin_args=(), patched=False, config_only=False,
@@ -508,7 +543,8 @@ if __name__ == "__main__":
         plugin = None
         if variant not in ("stock", "rmc"):
             plugin = os.path.join(os.environ.get("FTPAD_BUILD", ROOT / "build"),
-                                  "gcc-plugin", ARCHES[arch]["plugin"])
+                                  "" if ARCHES[arch].get("llvm") else "gcc-plugin",
+                                  ARCHES[arch]["plugin"])
         if variant == "stock":
             print(stock_build(arch))
         elif variant == "rmc":
