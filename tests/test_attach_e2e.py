@@ -14,15 +14,18 @@ and futexes while others run hot loops over padded functions.
   With --graph, every entry has its exit.
 The trace is read with tests/test_record.py's reader of docs/format.md."""
 import collections
+import os
+import random
+import signal
 import socket
 import subprocess
 import time
 
 import pytest
 
-from attachtest import (Attach, assert_text_unchanged, libftpad_maps, require_attach,
-                        text_snapshot, thread_states)
-from ftpadtest import PLUGIN, ROOT, run
+from attachtest import (Attach, assert_text_unchanged, libftpad_maps, read_ranges,
+                        require_attach, text_snapshot, thread_states)
+from ftpadtest import FTPAD_BIN, PLUGIN, ROOT, run
 from test_record import Trace
 
 SERVER = ROOT / "tests" / "src" / "attach" / "server.c"
@@ -233,4 +236,93 @@ def test_trace_holds_exactly_the_counted_calls(server, tmp_path, filters, chosen
     assert events == sum(kinds.values())
     assert_text_unchanged(server.pid, before_text)
     server.progress_after(server.status())
+    server.quit()
+
+
+def runtime_threads(pid):
+    """libftpad's threads in PID: a session's control thread, its writer."""
+    names = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names.add(f.read().strip())
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that just ended
+    return names & {"ftpad-attach", "ftpad-writer"}
+
+
+def trace_bytes(out):
+    """The bytes of every file of OUT and of its temporary (out.tmp-PID)."""
+    return sum(f.stat().st_size for d in out.parent.glob(out.name + "*")
+               for f in d.rglob("*") if f.is_file())
+
+
+def session_over(server, before_text, out):
+    """Wait (a minute at most) until the process has ended its session by
+    itself: its control thread and writer gone, every site a NOP again.
+    Then its trace cannot grow any more; it must not, and the process
+    still serves and runs every kind of thread."""
+    deadline = time.monotonic() + 60
+    while runtime_threads(server.pid) or read_ranges(server.pid, list(before_text)) != before_text:
+        assert time.monotonic() < deadline, (
+            f"the session did not end: {runtime_threads(server.pid)} running, "
+            f"{trace_bytes(out)} bytes of trace")
+        time.sleep(0.01)
+    size = trace_bytes(out)
+    server.progress_after(server.status())
+    assert trace_bytes(out) == size, "the trace grew after its session ended"
+    assert_text_unchanged(server.pid, before_text)
+    assert_running(server.pid)
+
+
+def pending_sigint():
+    """A SIGINT pending, blocked, as the tool starts: Ctrl-C pressed as it
+    was being started."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_sigint_before_the_start_leaves_the_process_alone(server, tmp_path):
+    """A Ctrl-C that came while the tool was starting: nothing is done,
+    libftpad is not even loaded, and no trace is left, in any name."""
+    before_text = text_snapshot(server.pid)
+    out = tmp_path / "trace"
+    p = subprocess.run([str(FTPAD_BIN), "attach", str(server.pid), "--size", "64", "-o",
+                        str(out)], preexec_fn=pending_sigint, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1 and "interrupted before attaching" in p.stderr, p.stderr
+    assert not libftpad_maps(server.pid)
+    assert not list(tmp_path.glob("trace*"))
+    session_over(server, before_text, out)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+def test_tool_gone_at_any_point_ends_the_session(server, tmp_path, sig):
+    """Every function chosen (no -F), the hot threads running: the tool
+    interrupted (Ctrl-C) or killed at many points around its start, from
+    the moment it said "attached" on, and before.  Each time the process
+    ends its session by itself (sites off, writer gone) within the bound,
+    its trace stops growing, and it runs on.  Ctrl-C'ed, the tool leaves a
+    finished trace or none, never its temporary directory.  --size bounds
+    what a session that did not end would write."""
+    before_text = text_snapshot(server.pid)
+    rng = random.Random(16)
+    # After "attached": at once, then later; before it: at random.
+    points = [("after", d) for d in (0, 0, 0.001, 0.005, 0.02, 0.1)] + \
+             [("before", rng.uniform(0, 0.05)) for _ in range(6)]
+    for n, (when, delay) in enumerate(points):
+        out = tmp_path / f"trace{n}"
+        attach = Attach(server.pid, out, "--size", "64")
+        if when == "after":
+            attach.wait_started()
+        time.sleep(delay)
+        attach.p.send_signal(sig)
+        rest, _ = attach.p.communicate(timeout=120)
+        attach.output += rest
+        if sig == signal.SIGINT:
+            assert attach.p.returncode in (0, 1), attach.output
+            assert not list(tmp_path.glob(f"trace{n}.tmp-*")), attach.output
+            if attach.p.returncode == 0:
+                Trace(out)  # a finished trace
+        session_over(server, before_text, out)
     server.quit()

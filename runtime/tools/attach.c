@@ -194,21 +194,44 @@ static int start_error(struct target *t, const char *line)
 	return attach_fail(t->pid, "libftpad says: %s", line);
 }
 
+static bool send_stop(struct session *s)
+{
+	return send(s->conn, "stop\n", 5, MSG_NOSIGNAL) == 5;
+}
+
+/* The start's answer.  Ctrl-C before it (a signal that came while getting
+ * in, or before): "stop" is sent at once, so that the control thread, which
+ * reads its socket only once started, stops the session then, with the
+ * trace directory still there to finish, rather than patching and creating
+ * files in a directory the tool would be removing. */
+static int read_start(struct target *t, struct session *s, char *line, size_t size,
+		      bool *stop_sent)
+{
+	bool signalled = false;
+
+	if (!read_line(s, line, size, REPLY_TIMEOUT_MS, &signalled))
+		return 0;
+	if (signalled && (*stop_sent = send_stop(s)) &&
+	    !read_line(s, line, size, REPLY_TIMEOUT_MS, NULL))
+		return 0;
+	return attach_fail(t->pid, "no answer from libftpad's control thread");
+}
+
 static int run_session(struct target *t, struct session *s, const struct attach_opts *o,
 		       struct results *r)
 {
 	char line[512];
-	bool signalled = false;
+	bool stop_sent = false;
 
-	if (read_line(s, line, sizeof(line), REPLY_TIMEOUT_MS, &signalled))
-		return signalled ? 0 : attach_fail(t->pid, "no answer from libftpad's control thread");
+	if (read_start(t, s, line, sizeof(line), &stop_sent))
+		return 1;
 	if (sscanf(line, "started sites=%llu enabled=%llu", &r->sites, &r->enabled) != 2)
 		return start_error(t, line);
 	r->started = true;
 	fprintf(stderr, "ftpad: attached to process %d: %llu sites, %llu enabled%s\n", t->pid,
-		r->sites, r->enabled, o->duration > 0 ? "" : "; Ctrl-C to detach");
-	if (wait_session(s, o->duration) &&
-	    send(s->conn, "stop\n", 5, MSG_NOSIGNAL) == 5 &&
+		r->sites, r->enabled,
+		stop_sent ? "; interrupted, detaching" : o->duration > 0 ? "" : "; Ctrl-C to detach");
+	if ((stop_sent || (wait_session(s, o->duration) && send_stop(s))) &&
 	    !read_line(s, line, sizeof(line), REPLY_TIMEOUT_MS, NULL)) {
 		if (sscanf(line, "stopped events=%llu dropped=%llu bytes=%llu", &r->events,
 			   &r->dropped, &r->bytes) != 3)
@@ -431,6 +454,17 @@ static int load_library(struct target *t, struct session *s, const char *request
 	return 0;
 }
 
+/* Ctrl-C or SIGTERM already: not worth getting in only to get out. */
+static bool interrupted(pid_t pid)
+{
+	sigset_t pending;
+
+	if (sigpending(&pending) || (!sigismember(&pending, SIGINT) && !sigismember(&pending, SIGTERM)))
+		return false;
+	fprintf(stderr, "ftpad: interrupted before attaching to process %d; nothing done\n", pid);
+	return true;
+}
+
 int cmd_attach(int argc, char **argv)
 {
 	struct attach_opts o = { 0 };
@@ -440,8 +474,18 @@ int cmd_attach(int argc, char **argv)
 	char tmp[PATH_MAX], request[16384];
 	size_t request_len;
 	sigset_t stop_signals;
-	int err = parse_attach(argc, argv, &o), code = 0;
+	int err, code = 0;
 
+	/* Ctrl-C and SIGTERM end the session (signalfd); getting in is not
+	 * cut short by them.  Blocked first of all: one that came before
+	 * would kill the tool, harmlessly, but in a job started with `&` from
+	 * a script SIGINT is ignored until blocked, and one lost then left
+	 * the tool waiting for it, and the process recording, for ever. */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
+	err = parse_attach(argc, argv, &o);
 	if (err)
 		return err;
 	t.pid = o.pid;
@@ -454,12 +498,6 @@ int cmd_attach(int argc, char **argv)
 				strerror(errno));
 		return 1;
 	}
-	/* Ctrl-C and SIGTERM end the session (signalfd); getting in is not
-	 * cut short by them. */
-	sigemptyset(&stop_signals);
-	sigaddset(&stop_signals, SIGINT);
-	sigaddset(&stop_signals, SIGTERM);
-	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
 	s.signals = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.signals < 0 || open_socket(&s))
 		return attach_fail(t.pid, "cannot open the control socket: %s", strerror(errno));
@@ -471,7 +509,8 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	}
 	request_len = build_request(&o, tmp, s.name, request, sizeof(request));
-	if (!request_len || load_library(&t, &s, request, request_len)) {
+	if (!request_len || interrupted(t.pid) ||
+	    load_library(&t, &s, request, request_len)) {
 		if (!request_len)
 			attach_fail(t.pid, "the request is too long");
 		remove_tree(tmp);
