@@ -9,7 +9,7 @@
  *   FTPAD_RECORD=DIR            the trace directory (made by `ftpad record`)
  *   FTPAD_RECORD_FILTER=globs   record these functions (default: all)
  *   FTPAD_RECORD_NOTRACE=globs  ... but not these
- *   FTPAD_RECORD_SIZE=bytes     cap on the events' bytes; then dropped, counted
+ *   FTPAD_RECORD_SIZE=bytes     cap on the events' bytes (1 GiB); then dropped, counted
  *   FTPAD_RECORD_CHUNK=n        events per chunk (default 4096: 64 KiB)
  *   FTPAD_RECORD_CHUNKS=n       chunks in the pool (default 64)
  *   FTPAD_RECORD_DEPTH=n        only frames up to depth n per thread
@@ -104,6 +104,11 @@ static size_t chunk_size;
 static uint64_t free_head;  /* atomic: tag << 32 | (index + 1) */
 static struct chunk *full_head; /* atomic */
 static uint64_t budget = UINT64_MAX, reserved; /* event bytes; atomic */
+
+/* Without FTPAD_RECORD_SIZE (--size): a trace nobody ends (a tool that
+ * missed its Ctrl-C, a program that runs for ever) must not fill the
+ * disk; past this, events are dropped and counted like any others. */
+#define DEFAULT_BUDGET (1024ull << 20)
 static struct rthread *threads; /* atomic list head */
 static uint64_t bytes_written; /* under write_lock */
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1176,7 +1181,7 @@ static bool set_pool(void)
 	size_t n = setting_size("FTPAD_RECORD_CHUNKS", 64, 1);
 	size_t size = (sizeof(struct chunk) + events * sizeof(struct ftpad_event) + 63) & ~63ul;
 
-	budget = setting_size("FTPAD_RECORD_SIZE", UINT64_MAX, 0);
+	budget = setting_size("FTPAD_RECORD_SIZE", DEFAULT_BUDGET, 0);
 	ftpad_record_fast_limit = events - 1 > UINT32_MAX ? UINT32_MAX : events - 1;
 	if (pool && (size != chunk_size || n != nchunks)) {
 		munmap(pool, chunk_size * nchunks);

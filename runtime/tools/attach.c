@@ -289,7 +289,7 @@ static const char attach_usage[] =
 	"keeps running, its text as it was (docs/tracing.md, \"Attaching to a\n"
 	"running process\").  -F/-N: record only/never functions matching GLOB;\n"
 	"--graph: exits too (call graphs, durations), else entries only; --size MB:\n"
-	"cap the events' bytes; --library: the libftpad.so to load.\n";
+	"cap the events' bytes (default 1024); --library: the libftpad.so to load.\n";
 
 static int parse_pid(const char *text, pid_t *pid)
 {
