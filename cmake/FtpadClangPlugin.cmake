@@ -51,6 +51,11 @@ function(ftpad_add_clang_plugin target)
   target_compile_definitions(${target} PRIVATE ${cppflags})
   # LLVM is built without RTTI; the plugin's classes derive from its.
   target_compile_options(${target} PRIVATE -fno-rtti -Wno-unused-parameter)
+  # No build or source path in the binary (assert()'s __FILE__): the same
+  # source gives the same plugin wherever it is built, so the clang kernel
+  # builds of tests/kbuild, keyed by the plugin's hash, survive a fresh clone.
+  target_compile_options(${target} PRIVATE
+    -ffile-prefix-map=${CMAKE_SOURCE_DIR}=. -ffile-prefix-map=${CMAKE_BINARY_DIR}=build)
   # GCC 12 warns about a null `this` inside clang's own headers.
   target_compile_options(${target} PRIVATE -Wno-nonnull)
   if(ARG_LIBRARIES)
