@@ -189,11 +189,11 @@ def build_dir(arch, variant, plugin=None, plugin_args=(), patched=False, report=
 
 
 def gcc_version(arch):
-    return subprocess.run([ARCHES[arch]["cc"], "--version"], capture_output=True, text=True,
-                          check=True).stdout.splitlines()[0]
+    return version_line(ARCHES[arch]["cc"])
 
 
 def version_line(cc):
+    """The first line of `cc --version`, as the build keys hold it."""
     return subprocess.run([cc, "--version"], capture_output=True, text=True,
                           check=True).stdout.splitlines()[0]
 
