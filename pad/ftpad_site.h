@@ -58,6 +58,10 @@ enum ftpad_site_flags {
 	FTPAD_SITE_BTI = 1u << 1,    /* bti c sits at the entry, before the site */
 	FTPAD_SITE_MOV_X9 = 1u << 2, /* aarch64: the compiler emitted mov x9, x30 before the site */
 	FTPAD_SITE_KERNEL = 1u << 3, /* kernel ABI layout (docs/design.md "The kernel ABI") */
+	/* The pad is smaller than a site (the kernel ABI's compiler pads,
+	 * docs/format.md "Pads without a site"): no site ftpad patches; its
+	 * site_len is 0, `site` the first unit behind the entry's landing pad. */
+	FTPAD_SITE_NO_SITE = 1u << 4,
 };
 
 /* What a site is (struct ftpad_site_record.kind, version 2). */
