@@ -330,6 +330,10 @@ static int add_site(struct ftpad_module *mod, const struct ftpad_segment **seg,
 		else
 			why = "its name is outside the module";
 	}
+	/* Made as the user's counts asked, and skipped: docs/format.md. */
+	if (!why && (rec->flags & FTPAD_SITE_NO_SITE))
+		why = "its pad is smaller than a site, as its counts asked (docs/format.md "
+		      "\"Pads without a site\")";
 	if (!why)
 		why = check_addresses(mod, seg, rec, s);
 	if (!why && ftpad_arch_site_init(rec, s, &why) == 0)
