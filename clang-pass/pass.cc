@@ -87,11 +87,17 @@ bool needs_hook(const FtpadConfig &c, const FtpadArch &arch, unsigned after)
 std::string ftpad_layout_problem(const FtpadConfig &c, const FtpadArch &arch, unsigned before,
 				 unsigned after)
 {
-	unsigned lo = ftpad_abi_info(arch, c.opts.abi).min_after;
+	unsigned lo = ftpad_lowest_after(&c.opts);
 	if (before > 255)
 		return "before must be 0 to 255";
 	if (after < lo || after > 255)
 		return "after must be " + std::to_string(lo) + " to 255";
+	if (ftpad_below_site(&c.opts, ftpad_layout{before, after}))
+		return c.opts.record == FTPAD_RECORD_PATCHABLE
+			       ? ""
+			       : "after=" + std::to_string(after) +
+					 " is a pad without a site, which the clang plugin records "
+					 "only with record=patchable, as LLVM does";
 	if (!needs_hook(c, arch, after))
 		return "";
 	std::string what = c.opts.record == FTPAD_RECORD_MCOUNT ? "an __mcount_loc record"
@@ -350,8 +356,24 @@ void make_after_entry(Function &F, const FtpadConfig &c, const FtpadArch &arch, 
 		set_units(F, "patchable-function-entry", p.layout.after);
 }
 
+// A pad too small for a site (ftpad_below_site): clang's own
+// -fpatchable-function-entry=B+A,B, its NOPs and its record, byte for byte.
+// As clang, an entry count even of 0 where there is a pad at all: LLVM then
+// gives a function that starts with PACIASP a BTI of its own.
+void pad_as_llvm(Function &F, ftpad_layout layout)
+{
+	F.removeFnAttr("patchable-function-entry");
+	F.removeFnAttr("patchable-function-prefix");
+	if (!layout.before && !layout.after)
+		return;
+	F.addFnAttr("patchable-function-entry", std::to_string(layout.after));
+	set_units(F, "patchable-function-prefix", layout.before);
+}
+
 void pad(Function &F, const FtpadConfig &c, const FtpadArch &arch, ftpad_layout layout)
 {
+	if (ftpad_below_site(&c.opts, layout))
+		return pad_as_llvm(F, layout);
 	unsigned mov = hook_writes_code(c) ? ftpad_abi_info(arch, c.opts.abi).mov_flag : 0;
 	Pad p = {layout, arch.landing_pad_flag(F), c.opts.ops,
 		 layout.before * arch.layout->unit_bytes + (c.opts.ops ? OPS_SLOT : 0), mov};

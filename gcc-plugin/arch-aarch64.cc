@@ -136,6 +136,17 @@ std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
 	return s;
 }
 
+std::string ftpad_arch_compiler_pad_asm(const char *label, unsigned after)
+{
+	// GCC's hook moves the landing pad in front of its NOPs, and gives a
+	// function that starts with PACIASP a BTI of its own, only when there
+	// are NOPs behind the entry.
+	std::string s;
+	if (after && needs_own_bti())
+		s += "// PACIASP is no longer first\n\thint\t34 // bti c\n";
+	return s + label + ":\n" + nops(after);
+}
+
 std::string ftpad_arch_exit_site_asm(const char *label)
 {
 	// No mov x9, x30: the runtime makes this NOP a B to a stub of the

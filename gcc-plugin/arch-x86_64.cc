@@ -90,6 +90,16 @@ std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
 	return s;
 }
 
+std::string ftpad_arch_compiler_pad_asm(const char *label, unsigned after)
+{
+	// Single-byte NOPs behind ENDBR, as GCC writes them: no site, so no
+	// thread can be caught inside a half-written call.
+	std::string s = std::string(label) + ":";
+	for (unsigned i = 0; i < after; i++)
+		s += "\n\tnop";
+	return s;
+}
+
 std::string ftpad_arch_exit_site_asm(const char *label)
 {
 	// The same 5-byte NOP as the entry: it too becomes a call.

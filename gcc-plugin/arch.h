@@ -54,6 +54,11 @@ void ftpad_arch_emit_ops_slot(FILE *f);
 std::string ftpad_arch_after_entry_asm(ftpad_abi abi, const char *post_label,
 				       const char *site_label, unsigned after);
 
+// Assembly for a pad too small for a site (ftpad_below_site): AFTER NOP
+// units behind the landing pad, the first labelled LABEL, exactly as GCC's
+// -fpatchable-function-entry writes them, landing pad included.
+std::string ftpad_arch_compiler_pad_asm(const char *label, unsigned after);
+
 // Assembly for one exit site labelled LABEL: the site NOP alone, on ONE
 // line, so that GCC's length estimate for the asm (a line is one insn of
 // the target's default length) is exact where branch ranges depend on it.

@@ -51,6 +51,11 @@ struct ftpad_decision {
 	unsigned landing_flag;  // FTPAD_SITE_ENDBR / _BTI, found by ftpad_site
 	unsigned before;        // this function's layout, from the policy
 	unsigned after;
+	// Too small for a site (ftpad_below_site): GCC's own pad, NOP for NOP.
+	bool compiler_pad;
+	// ... and recorded by GCC's own hook as well (record=patchable), so
+	// the whole pad is GCC's -fpatchable-function-entry=B+A,B.
+	bool gcc_pad;
 	bool site_emitted;
 	bool thunk;             // an asm thunk: see output_mi_thunk()
 	bool pre_done;          // the hook has printed the part before the label
@@ -112,6 +117,14 @@ bool decide(function *fn)
 	current.id = fn->funcdef_no;
 	current.before = layout.before;
 	current.after = layout.after;
+	current.compiler_pad = ftpad_below_site(&options, layout);
+	current.gcc_pad = current.compiler_pad && options.record == FTPAD_RECORD_PATCHABLE;
+	if (current.gcc_pad) {
+		// GCC's own patch area: its hook writes the NOPs and the
+		// record, and the site pass leaves the function alone.
+		crtl->patch_area_size = layout.before + layout.after;
+		crtl->patch_area_entry = layout.before;
+	}
 	disable_ipa_ra();
 	return true;
 }
@@ -125,7 +138,7 @@ struct decide_pass : rtl_opt_pass {
 
 	unsigned int execute(function *fn) final override
 	{
-		if (decide(fn) && needs_pre_entry_hook()) {
+		if (decide(fn) && !current.gcc_pad && needs_pre_entry_hook()) {
 			// A one-unit marker before the entry makes
 			// assemble_start_function call our hook before the label;
 			// nothing is emitted after it.
@@ -149,6 +162,8 @@ std::string label(const char *what, unsigned id)
 std::string site_text(void)
 {
 	std::string site = label("site", current.id);
+	if (current.compiler_pad) // no site: record=mcount refuses such pads
+		return ftpad_arch_compiler_pad_asm(site.c_str(), current.after);
 	std::string text = ftpad_arch_after_entry_asm(
 		options.abi, label("post", current.id).c_str(), site.c_str(), current.after);
 	// Linux's __mcount_loc: one section per file, exactly as -mrecord-mcount
@@ -219,7 +234,7 @@ struct site_pass : rtl_opt_pass {
 
 	unsigned int execute(function *fn) final override
 	{
-		if (current.decl != fn->decl)
+		if (current.decl != fn->decl || current.gcc_pad)
 			return 0;
 		basic_block first = ENTRY_BLOCK_PTR_FOR_FN(fn)->next_bb;
 		if (first == EXIT_BLOCK_PTR_FOR_FN(fn))
@@ -295,15 +310,21 @@ void emit_ftpad_record(FILE *f, tree decl, const char *fn_name)
 	const ftpad_arch_layout &arch = *options.arch;
 	unsigned id = current.id;
 	tree group = DECL_COMDAT_GROUP(decl);
-	unsigned flags = current.landing_flag | ftpad_arch_own_landing_pad_flag() |
-			 target().layout_flags | target().mov_flag;
+	unsigned flags = current.landing_flag | target().layout_flags | target().mov_flag;
+	// A pad without a site gets a landing pad of its own only in front of
+	// NOPs (ftpad_arch_compiler_pad_asm).
+	if (!current.compiler_pad || current.after)
+		flags |= ftpad_arch_own_landing_pad_flag();
+	if (current.compiler_pad)
+		flags |= FTPAD_SITE_NO_SITE;
 
 	push_function_section(f, FTPAD_SITES_SECTION, "ao", fn_name, group, id);
 	fprintf(f, "\t.balign %d\n", FTPAD_SITE_ALIGN);
 	fprintf(f, "%s:\n", label("record", id).c_str());
 	emit_record_addresses(f, label("site", id));
 	fprintf(f, "\t.byte %u, %u, %u, %u, %u, 0\n", FTPAD_SITE_VERSION_ENTRY,
-		arch.record_arch, current.before, current.after, arch.site_bytes);
+		arch.record_arch, current.before, current.after,
+		current.compiler_pad ? 0 : arch.site_bytes);
 	fprintf(f, "\t.short %u\n", flags);
 	for (size_t n = 0; n < current.exits.size(); n++)
 		emit_exit_record(f, exit_label(id, n), current.exits[n]);
@@ -419,7 +440,13 @@ namespace {
 void output_mi_thunk(FILE *f, tree thunk, HOST_WIDE_INT delta, HOST_WIDE_INT vcall_offset,
 		     tree function)
 {
-	if (decide(cfun)) {
+	// Where the pad would be GCC's own, GCC's way: none on an asm thunk.
+	unsigned HOST_WIDE_INT size = crtl->patch_area_size, entry = crtl->patch_area_entry;
+	bool pad = decide(cfun);
+	if (current.gcc_pad) {
+		crtl->patch_area_size = size;
+		crtl->patch_area_entry = entry;
+	} else if (pad) {
 		current.thunk = true;
 		crtl->patch_area_entry = 1;
 		crtl->patch_area_size = 2;

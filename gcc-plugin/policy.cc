@@ -38,7 +38,7 @@ tree handle_ftpad_attribute(tree *node, tree name, tree args, int, bool *no_add_
 		return NULL_TREE;
 	}
 	const char *what[2] = {"before", "after"};
-	HOST_WIDE_INT lo[2] = {0, ftpad_options_abi(options)->min_after};
+	HOST_WIDE_INT lo[2] = {0, ftpad_lowest_after(options)};
 	int i = 0;
 	for (tree arg = args; arg && i < 2; arg = TREE_CHAIN(arg), i++) {
 		HOST_WIDE_INT v = attribute_int(arg);

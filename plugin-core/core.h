@@ -45,6 +45,10 @@ struct ftpad_abi_layout {
 	/* The layout is exactly the compiler's own
 	 * -fpatchable-function-entry=N,M (the clang plugin uses LLVM's). */
 	bool compiler_patchable_entry;
+	/* Without an ops slot, `after` may go below min_after, as
+	 * -fpatchable-function-entry's counts may: such a pad is the
+	 * compiler's own, with no site ftpad patches (ftpad_below_site()). */
+	bool compiler_pads;
 	enum ftpad_record_kind default_record;
 	unsigned layout_flags;       /* record flags every site of this layout has */
 	/* The record flag of the instruction that saves the return address for
@@ -144,6 +148,16 @@ struct ftpad_diag {
 	const char *(*after_problem)(void *ctx, const struct ftpad_options *o,
 				     unsigned after);
 };
+
+/* The fewest units after the entry that O accepts: the site's min_after,
+ * or 0 where a pad may be the compiler's own, without a site (the kernel
+ * ABI with ops=0 and a record that needs no site: not record=mcount). */
+unsigned ftpad_lowest_after(const struct ftpad_options *o);
+
+/* Is LAYOUT too small for a site, so the compiler's own
+ * -fpatchable-function-entry pad, recorded with FTPAD_SITE_NO_SITE
+ * (docs/format.md "Pads without a site")? */
+bool ftpad_below_site(const struct ftpad_options *o, struct ftpad_layout layout);
 
 /* Parse ARGS into O, which ftpad_options_init() set for the target: the ABI
  * first (it sets the other arguments' defaults and limits), then the rest

@@ -36,6 +36,7 @@ const struct ftpad_arch_layout ftpad_layout_x86_64 = {
 		.default_before = 0,
 		.default_after = 5,
 		.before_everywhere = true,
+		.compiler_pads = true,
 		.default_record = FTPAD_RECORD_MCOUNT,
 		.layout_flags = FTPAD_SITE_KERNEL,
 	},
@@ -47,6 +48,11 @@ const struct ftpad_arch_layout ftpad_layout_x86_64 = {
  * aarch64, kernel: exactly -fpatchable-function-entry=B+2+A,B+2 (=B+A,B
  * without the ops slot), as Linux's arm64
  * DYNAMIC_FTRACE_WITH_CALL_OPS, recorded in __patchable_function_entries.
+ *
+ * Kernel, both: with ops=0, `after` may be below the site's units, as
+ * -fpatchable-function-entry=N,M's counts may (parisc's kernel pads one NOP
+ * after the entry); such a pad is the compiler's own, byte for byte, and
+ * its ftpad record, if any, says it has no site (FTPAD_SITE_NO_SITE).
  */
 const struct ftpad_arch_layout ftpad_layout_aarch64 = {
 	.name = "aarch64",
@@ -73,6 +79,7 @@ const struct ftpad_arch_layout ftpad_layout_aarch64 = {
 		.ops_allowed = true,
 		.own_alignment = true,
 		.compiler_patchable_entry = true,
+		.compiler_pads = true,
 		.default_record = FTPAD_RECORD_PATCHABLE,
 		.layout_flags = FTPAD_SITE_KERNEL,
 	},

@@ -133,9 +133,14 @@ static const char *parse_before(struct ftpad_options *o, const char *value, char
 	return parse_count(value, 0, 255, &o->layout.before, why);
 }
 
+/* Where a pad may be the compiler's own, any count from 0 parses here;
+ * whether this compile allows it is known once ops= and record= are:
+ * check_after(). */
 static const char *parse_after(struct ftpad_options *o, const char *value, char *why)
 {
-	return parse_count(value, ftpad_options_abi(o)->min_after, 255, &o->layout.after, why);
+	const struct ftpad_abi_layout *info = ftpad_options_abi(o);
+	return parse_count(value, info->compiler_pads ? 0 : info->min_after, 255,
+			   &o->layout.after, why);
 }
 
 static const char *parse_ops(struct ftpad_options *o, const char *value, char *why)
@@ -341,7 +346,7 @@ static bool read_policy_file(struct ftpad_options *o, const char *path,
 	for (unsigned lineno = 1; getline(&line, &size, f) >= 0; lineno++) {
 		struct ftpad_rule rule;
 		snprintf(where, sizeof(where), "%s:%u", path, lineno);
-		if (ftpad_policy_parse_line(line, ftpad_options_abi(o)->min_after, &rule, &is_rule,
+		if (ftpad_policy_parse_line(line, ftpad_lowest_after(o), &rule, &is_rule,
 					    why, sizeof(why)) &&
 		    (!is_rule || !rule_problem(o, &rule, diag, why))) {
 			if (is_rule && !add_rule(o, &rule, where))
@@ -402,6 +407,40 @@ static bool check_exit(const struct ftpad_options *o, const struct ftpad_arg *ar
 	return false;
 }
 
+unsigned ftpad_lowest_after(const struct ftpad_options *o)
+{
+	const struct ftpad_abi_layout *info = ftpad_options_abi(o);
+	if (info->compiler_pads && !o->ops && o->record != FTPAD_RECORD_MCOUNT)
+		return 0;
+	return info->min_after;
+}
+
+bool ftpad_below_site(const struct ftpad_options *o, struct ftpad_layout layout)
+{
+	return layout.after < ftpad_options_abi(o)->min_after;
+}
+
+/* after=N below the site where this compile needs one: with the ops slot
+ * (the slot serves a site), or in __mcount_loc (it records call sites). */
+static bool check_after(const struct ftpad_options *o, const struct ftpad_arg *args,
+			size_t count, const struct ftpad_diag *diag)
+{
+	unsigned site = ftpad_options_abi(o)->min_after;
+	char why[WHY_SIZE];
+	if (o->layout.after >= ftpad_lowest_after(o))
+		return true;
+	snprintf(why, sizeof(why),
+		 "a pad of fewer than %u units has no site, and %s needs one (%s)", site,
+		 o->ops ? "the ops slot" : "record=mcount",
+		 o->ops ? "ops=0 allows it" : "record=patchable or record=ftpad allows it");
+	for (size_t i = count; i-- > 0;)
+		if (!strcmp(args[i].key, "after")) {
+			diag->bad_argument(diag->ctx, args[i].flag, why);
+			break;
+		}
+	return false;
+}
+
 bool ftpad_parse_arguments(struct ftpad_options *o, const struct ftpad_arg *args, size_t count,
 			   const struct ftpad_diag *diag)
 {
@@ -424,6 +463,7 @@ bool ftpad_parse_arguments(struct ftpad_options *o, const struct ftpad_arg *args
 		}
 	}
 	ok &= check_exit(o, args, count, diag);
+	ok &= check_after(o, args, count, diag);
 	for (size_t i = 0; i < count; i++)
 		if (!strcmp(args[i].key, "policy") && args[i].value && *args[i].value)
 			ok &= read_policy_file(o, args[i].value, diag);

@@ -157,6 +157,33 @@ static const char *rule_of(const char *text, unsigned min_after, struct ftpad_ru
 	return is_rule ? "rule" : "blank";
 }
 
+/* The kernel ABI without an ops slot takes -fpatchable-function-entry's
+ * counts: after below the site, where nothing needs the site. */
+static void test_below_site(void)
+{
+	struct ftpad_options o;
+	CHECK(PARSE(&o, &ftpad_layout_aarch64, "after=0", "ops=0", "abi=kernel"));
+	CHECK(o.layout.after == 0 && ftpad_lowest_after(&o) == 0);
+	CHECK(ftpad_below_site(&o, (struct ftpad_layout){3, 1}));
+	CHECK(!ftpad_below_site(&o, (struct ftpad_layout){0, 2}));
+	CHECK(PARSE(&o, &ftpad_layout_x86_64, "abi=kernel", "record=patchable", "after=4"));
+	CHECK(ftpad_below_site(&o, o.layout) && ftpad_lowest_after(&o) == 0);
+	CHECK(PARSE(&o, &ftpad_layout_x86_64, "abi=kernel", "record=ftpad", "after=0"));
+	/* The ops slot serves a site; __mcount_loc lists sites. */
+	CHECK(!PARSE(&o, &ftpad_layout_aarch64, "abi=kernel", "after=1"));
+	CHECK_STR(messages, "bad argument after=1: a pad of fewer than 2 units has no site, and "
+			    "the ops slot needs one (ops=0 allows it)\n");
+	CHECK(ftpad_lowest_after(&o) == 2);
+	CHECK(!PARSE(&o, &ftpad_layout_x86_64, "after=4", "abi=kernel"));
+	CHECK_STR(messages, "bad argument after=4: a pad of fewer than 5 units has no site, and "
+			    "record=mcount needs one (record=patchable or record=ftpad allows it)\n");
+	/* The user ABI keeps its site. */
+	CHECK(!PARSE(&o, &ftpad_layout_aarch64, "ops=0", "after=1"));
+	CHECK_STR(messages, "bad argument after=1: expected an integer from 2 to 255\n");
+	CHECK(PARSE(&o, &ftpad_layout_aarch64, "ops=0"));
+	CHECK(ftpad_lowest_after(&o) == 2);
+}
+
 static void test_policy_grammar(void)
 {
 	struct ftpad_rule r;
@@ -325,6 +352,7 @@ int main(void)
 	test_layout_table();
 	test_globs();
 	test_arguments();
+	test_below_site();
 	test_policy_grammar();
 	test_policy_file();
 	test_decision_chain();
