@@ -334,3 +334,53 @@ def test_landing_pads_through_the_plugin(tmp_path, plugin, testsuite, name, targ
         body = got[function][:len(want)]
         assert len(body) == len(want) and all(
             re.fullmatch(w, g) for w, g in zip(want, body)), f"{function}: {body} != {want}"
+
+
+def attributes_to_policy(source):
+    """SOURCE with every patchable_function_entry(N, M) attribute taken
+    out, and the policy file lines that give each function the same counts
+    through the plugin: `pad F before=M after=N-M`."""
+    attribute = PFE_ATTRIBUTE.pattern
+    # Alone in its __attribute__, after another one, or before another one.
+    spellings = [re.compile(r"__attribute__\s*\(\(\s*" + attribute + r"\s*\)\)"),
+                 re.compile(r"\s*,\s*" + attribute), re.compile(attribute + r"\s*,\s*")]
+    rules = []
+    for spelling in spellings:
+        while m := spelling.search(source):
+            total, entry = int(m.group(1)), int(m.group(2) or 0)
+            name = re.search(r"^\s*(\w+)\s*\(", source[m.end():], re.M).group(1)
+            rules.append(f"pad {name} before={entry} after={total - entry}\n")
+            source = source[:m.start()] + source[m.end():]
+    assert "patchable_function_entry" not in source and rules
+    return source, "".join(rules) + "exclude *\n"
+
+
+@pytest.mark.parametrize("name,target", [("gcc.target/aarch64/pr92424-1.c", A64),
+                                         ("gcc.target/i386/pr93492-1.c", X86)],
+                         ids=["pr92424-1", "pr93492-1"])
+def test_kernel_pads_below_the_site_are_gccs_object(tmp_path, plugin, testsuite, name, target):
+    """A true drop-in: GCC's BTI/ENDBR placement tests pad one NOP or none
+    after the entry, below any site.  With each attribute taken out and its
+    counts given through a policy file, abi=kernel ops=0 record=patchable
+    gives GCC's object byte for byte: the same NOPs around the same landing
+    pads, and the same __patchable_function_entries (one section, its flags,
+    link order and relocations).  Both compile a file of the same name, as
+    the object holds it."""
+    cc, plugin_path = target
+    path = testsuite / name
+    source = path.read_text()
+    new_source, rules = attributes_to_policy(source)
+    policy = tmp_path / "pfe.policy"
+    policy.write_text(rules)
+    objs = []
+    for where, text, flags in (
+            ("native", source, []),
+            ("plugin", new_source, plugin_flags(plugin_path, abi="kernel", ops=0,
+                                                record="patchable", policy=policy))):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / path.name).write_text(text)
+        run([cc, *dg_options(source), *flags, "-c", path.name, "-o", "out.o"],
+            cwd=tmp_path / where)
+        objs.append((tmp_path / where / "out.o").read_bytes())
+    assert patchable_records(tmp_path / "native" / "out.o")
+    assert objs[1] == objs[0]

@@ -248,3 +248,119 @@ def test_policy_rules_in_order(tmp_path, compiler, arch):
 def test_include_exclude(tmp_path, compiler, args, padded):
     layouts = padded_layouts(tmp_path, compiler, flags=["-ffunction-sections"], **args)
     assert set(layouts) == padded
+
+
+# --- pads smaller than a site: the kernel ABI without an ops slot ----------
+
+# GCC's -fpatchable-function-entry=N,M as (before, after) = (M, N - M):
+# every count below the site, on its own and with NOPs before the entry.
+COUNTS = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 1), (3, 0)]
+BELOW_SITE = [("x86_64", b, a) for b, a in COUNTS + [(0, 4), (2, 3)]] + \
+             [("aarch64", b, a) for b, a in COUNTS]
+SMALL_SOURCE = """\
+int leaf(int x) { return x + 1; }
+__attribute__((noinline)) static int helper(int x) { return leaf(x) * 2; }
+int caller(int n) { int s = 0; for (int i = 0; i < n; i++) s += helper(i); return s; }
+"""
+
+
+def compile_twice(tmp_path, compiler, arch, source, native_flags, plugin_args, extra=()):
+    """SOURCE compiled by the compiler alone with NATIVE_FLAGS and through
+    the plugin with PLUGIN_ARGS, from the same path (the file name is in
+    the object): the two objects' bytes."""
+    src = tmp_path / "pfe.c"
+    src.write_text(source)
+    objs = []
+    for name, flags in (("native", native_flags),
+                        ("plugin", compiler.flags(arch, **plugin_args))):
+        obj = tmp_path / f"{name}.o"
+        run([*compiler.driver(arch), "-O2", *extra, *flags, "-c", src, "-o", obj],
+            cwd=tmp_path)
+        objs.append(obj.read_bytes())
+    return objs
+
+
+@pytest.mark.parametrize("landing", [False, True], ids=["plain", "landing-pad"])
+@pytest.mark.parametrize("arch,before,after", BELOW_SITE)
+def test_below_site_pads_are_the_compilers_own(tmp_path, compiler, arch, before, after,
+                                               landing):
+    """abi=kernel ops=0 record=patchable before=B after=A, with A below the
+    site (5 bytes on x86_64, 2 instructions on aarch64), is the compiler's
+    own -fpatchable-function-entry=B+A,B: the object byte for byte, code,
+    records (__patchable_function_entries: flags, link order, relocations)
+    and all.  (Functions the policy skips, such as notrace ones, get no
+    pad from the plugin.)  The plugin turns IPA-RA off for the whole compile,
+    as GCC does for any -fpatchable-function-entry but =0, which pads
+    nothing (docs/gcc-plugin.md)."""
+    kernel_only = ["-fno-pie"] if arch == "x86_64" else []
+    extra = [*kernel_only, *([compiler.targets[arch].landing] if landing else [])]
+    native, plugin = compile_twice(
+        tmp_path, compiler, arch, SMALL_SOURCE,
+        [f"-fpatchable-function-entry={before + after},{before}",
+         *(["-fno-ipa-ra"] if before + after == 0 and compiler.name == "gcc" else [])],
+        dict(abi="kernel", ops=0, record="patchable", before=before, after=after), extra)
+    assert plugin == native
+
+
+@ARCH
+def test_below_site_per_function(tmp_path, compiler, arch):
+    """The same through the per-function policy: a policy file's counts
+    for each function give the object that the compiler's own
+    patchable_function_entry attributes give."""
+    counts = {"one": (0, 1), "two": (1, 0), "three": (2, 1)}
+    body = "".join(f"int {f}(int x) {{ return x * {i + 3}; }}\n"
+                   for i, f in enumerate(counts))
+    attributed = "".join(
+        f"__attribute__((patchable_function_entry({b + a}, {b}))) int {f}(int x);\n"
+        for f, (b, a) in counts.items())
+    policy = tmp_path / "pfe.policy"
+    policy.write_text("".join(f"pad {f} before={b} after={a}\n" for f, (b, a) in counts.items())
+                      + "exclude *\n")
+    kernel_only = ["-fno-pie"] if arch == "x86_64" else []
+    src = tmp_path / "pfe.c"
+    objs = []
+    for name, text, flags in (
+            ("native", attributed + body, []),
+            ("plugin", body, compiler.flags(arch, abi="kernel", ops=0, record="patchable",
+                                            policy=policy))):
+        src.write_text(text)
+        obj = tmp_path / f"{name}.o"
+        run([*compiler.driver(arch), "-O2", *kernel_only, *flags, "-c", src, "-o", obj],
+            cwd=tmp_path)
+        objs.append(obj.read_bytes())
+    assert objs[0] == objs[1]
+
+
+@pytest.mark.parametrize("arch,args,reason", [
+    ("aarch64", dict(abi="kernel", after=1),
+     "a pad of fewer than 2 units has no site, and the ops slot needs one (ops=0 allows it)"),
+    ("x86_64", dict(abi="kernel", after=4),
+     "a pad of fewer than 5 units has no site, and record=mcount needs one "
+     "(record=patchable or record=ftpad allows it)"),
+    ("aarch64", dict(abi="kernel", ops=0, record="mcount", after=0),
+     "a pad of fewer than 2 units has no site, and record=mcount needs one"),
+])
+def test_below_site_refused_where_a_site_is_needed(tmp_path, compiler, arch, args, reason):
+    """Only a pad nothing needs a site of may be smaller than one: not
+    with the ops slot (it serves a site), nor in __mcount_loc (it lists
+    call sites).  The error names the after= argument, whatever the order."""
+    for order in (args, dict(reversed(list(args.items())))):
+        obj = tmp_path / "x.o"
+        p = run([*compiler.driver(arch), "-c", SRC / "layout.c", "-o", obj,
+                 *compiler.flags(arch, **order)], check=False)
+        stderr = p.stderr.replace("\u2018", "").replace("\u2019", "")
+        assert p.returncode != 0 and not obj.exists(), stderr
+        assert f"after={args['after']}: {reason}" in stderr, stderr
+
+
+def test_below_site_policy_rule_limits(tmp_path, compiler):
+    """A policy rule's after=N goes as low as the compile allows: 0 in
+    the kernel ABI with ops=0, the site's 2 with the ops slot."""
+    policy = tmp_path / "k.policy"
+    policy.write_text("pad leaf after=0\n")
+    for ops, ok in ((0, True), (1, False)):
+        p = run([*compiler.driver("aarch64"), "-c", SRC / "layout.c", "-o", tmp_path / "x.o",
+                 *compiler.flags("aarch64", abi="kernel", ops=ops, policy=policy)], check=False)
+        assert (p.returncode == 0) == ok, p.stderr
+        if not ok:
+            assert f"{policy}:1: 'after=0': expected after=N with N from 2 to 255" in p.stderr
