@@ -7,4 +7,5 @@ set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/.."
 export FTPAD_BUILD="$build"
-exec /usr/bin/python3 -m pytest -p no:cacheprovider -ra tests "${@:2}"
+# --durations: every log says where make check's time goes.
+exec /usr/bin/python3 -m pytest -p no:cacheprovider -ra --durations=40 tests "${@:2}"

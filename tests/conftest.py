@@ -41,6 +41,17 @@ def libftpad():
 
 
 @pytest.fixture(scope="session")
+def objdumps(tmp_path_factory):
+    """binutils' objdump built with the GCC plugin and exit=1, the same
+    objdump built with -finstrument-functions, and the library that counts
+    its calls (test_objdump_trace.py).  Built once a session, because two
+    test files use the first: each build is minutes of this machine's
+    make check."""
+    from test_objdump_trace import build_objdumps
+    return build_objdumps(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def rmc():
     """recordmcount-ng in the build tree."""
     if not ftpadtest.RECORDMCOUNT.exists():

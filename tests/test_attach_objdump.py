@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """A real program attached to and detached from 100 times in a row: GNU
-objdump 2.40 (Debian's binutils-source), built with the GCC plugin at -O2
-with exit sites and not linked with libftpad, disassembling libc with
+objdump 2.40 (Debian's binutils-source), built with the GCC plugin and exit
+sites and not linked with libftpad (test_objdump_trace.py's build, made once
+a session by conftest.py's `objdumps`), disassembling libc with
 `objdump -d` over and over in one process.
 
 Each cycle attaches `ftpad attach` (every function; --graph every other
@@ -14,78 +15,30 @@ objdump is given the same input name many times, more than it can reach in
 100 cycles; once they are done, a tiny object is renamed over that name, so
 that the rest goes fast.  Its output is then some copies of the big
 input's disassembly followed by copies of the tiny one's, each compared
-with an un-attached run on the same name.
-
-Building objdump alone (libiberty, zlib, bfd, opcodes, libsframe, then
-objdump) takes minutes, so it is kept in /var/cache/ftpad/attach-objdump
-(FTPAD_ATTACH_CACHE overrides it), under a key of the plugin's bytes, the
-compiler's version and the configure flags: a new plugin builds anew
-(14 minutes on the shared 2-core host, then about 75 s a run)."""
+with an un-attached run on the same name."""
 import hashlib
 import os
 import pathlib
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 
 from attachtest import Attach, assert_text_unchanged, require_attach, text_snapshot
-from ftpadtest import PLUGIN, run
-from test_binutils_build import CONFIGURE, VERSION, source  # noqa: F401 (a fixture)
+from ftpadtest import run
 from test_record import Trace
 
-CACHE = pathlib.Path(os.environ.get("FTPAD_ATTACH_CACHE", "/var/cache/ftpad/attach-objdump"))
 CYCLES = 100
-# libctf is left out: objdump builds without it, and it is one more library.
-FLAGS = [*CONFIGURE, "--disable-libctf"]
-CFLAGS = "-O2"
 INPUT = pathlib.Path("/usr/lib/x86_64-linux-gnu/libc.so.6")
 TINY = "int tiny(int x) { return x + 1; }\n"
 
 
-def sha256_file(path):
-    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
-
-
-def build_objdump(src, out):
-    """objdump alone, built with the plugin and exit sites in OUT."""
-    cc = f"gcc -fplugin={PLUGIN} -fplugin-arg-ftpad-exit=1"
-    log = out / "build.log"
-    steps = [[src / "configure", *FLAGS, f"CC={cc}", f"CFLAGS={CFLAGS}"],
-             ["make", "-j2", "all-libiberty", "all-zlib", "all-bfd", "all-opcodes",
-              "all-libsframe"],
-             ["make", "-j2", "configure-binutils"],
-             ["make", "-j2", "-C", "binutils", "objdump"]]
-    with open(log, "w") as f:
-        for cmd in steps:
-            p = subprocess.run([str(c) for c in cmd], cwd=out, stdout=f, stderr=subprocess.STDOUT)
-            if p.returncode:
-                pytest.fail(f"{cmd[0]} failed building objdump:\n{log.read_text()[-4000:]}")
-    return out / "binutils" / "objdump"
-
-
 @pytest.fixture(scope="module")
-def objdump(source):  # noqa: F811 (the fixture imported above)
+def objdump(objdumps):
     require_attach()
-    gcc = run(["gcc", "--version"]).stdout.splitlines()[0]
-    key = "\n".join([f"binutils={VERSION}", f"plugin={sha256_file(PLUGIN)}", f"gcc={gcc}",
-                     "flags=" + " ".join(FLAGS), f"cflags={CFLAGS}"])
-    dst = CACHE / hashlib.sha256(key.encode()).hexdigest()[:16]
-    if not (dst / "objdump").exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix="build-", dir=CACHE))
-        try:
-            built = build_objdump(source, tmp)
-            dst.mkdir(exist_ok=True)
-            shutil.copy(built, dst / "objdump.tmp")
-            (dst / "key").write_text(key + "\n")
-            os.rename(dst / "objdump.tmp", dst / "objdump")
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return dst / "objdump"
+    return objdumps[0]
 
 
 class Reader(threading.Thread):

@@ -27,8 +27,8 @@ CONFIGURE = ["--disable-gdb", "--disable-gdbserver", "--disable-sim", "--disable
              "--disable-nls", "--disable-werror", "--without-debuginfod", "--disable-plugins"]
 
 
-@pytest.fixture(scope="module")
-def source():
+def unpack_source():
+    """The unpacked source tree, unpacked once per version."""
     src = CACHE / f"binutils-{VERSION}"
     done = CACHE / ".complete"
     if not done.exists():
@@ -38,6 +38,11 @@ def source():
         subprocess.run(["tar", "xf", TARBALL, "-C", CACHE], check=True)
         done.touch()
     return src
+
+
+@pytest.fixture(scope="module")
+def source():
+    return unpack_source()
 
 
 def build_binutils(source, out, cc, cflags, plugin):

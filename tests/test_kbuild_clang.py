@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Linux 6.12 built with clang 14 (Kbuild's LLVM=-14: clang-14, ld.lld-14,
-llvm-*-14), on x86_64 (arm64: see ARCHES), once stock and once with ftpad-clang.so in
+llvm-*-14), on x86_64 and arm64, once stock and once with ftpad-clang.so in
 place of the compiler's ftrace flags, with the kernel policy of
 tests/test_kbuild_policy.py (no site in init, noinstr or entry code, none in
 small leaves) and report=FILE, through make variables alone
@@ -41,9 +41,7 @@ LLVM_TOOLS = [f"{t}{kernel.LLVM}" for t in ("clang", "ld.lld", "llvm-nm", "llvm-
                                             "llvm-ar", "llvm-strip", "llvm-readelf")]
 
 
-# arm64's pair is not built yet (docs/kbuild.md "What is left"): two more
-# kernel builds than make check's cold budget had room for this time.
-ARCHES = ["x86_64"]
+ARCHES = ["x86_64", "arm64"]
 
 
 @pytest.fixture(scope="module", params=ARCHES)

@@ -23,7 +23,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from ftpadtest import FTPAD_BIN, PLUGIN, run
-from test_binutils_build import CONFIGURE, source  # noqa: F401 (a fixture)
+from test_binutils_build import CONFIGURE, unpack_source
 from test_record import SUMMARY, Trace
 
 SRC = pathlib.Path(__file__).parent / "src" / "objdump"
@@ -48,12 +48,13 @@ def make_objdump(tree, cc, cflags, what):
     return tree / "binutils" / "objdump"
 
 
-@pytest.fixture(scope="module")
-def objdumps(source, tmp_path_factory):  # noqa: F811 (the fixture imported above)
+def build_objdumps(tmp_path_factory):
     """(the plugin's objdump, the -finstrument-functions objdump, the
-    counter library)."""
+    counter library).  conftest.py's `objdumps` makes them once a session:
+    test_attach_objdump.py attaches to the plugin's."""
     if not PLUGIN.exists() or not FTPAD_BIN.exists():
         pytest.fail(f"{PLUGIN} or {FTPAD_BIN} is missing: run `make` first")
+    source = unpack_source()
     out = tmp_path_factory.mktemp("objdump")
     configured = out / "configured"
     configured.mkdir()
