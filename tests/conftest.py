@@ -1,4 +1,7 @@
 # SPDX-License-Identifier: MIT
+import contextlib
+import fcntl
+import os
 import shutil
 
 import pytest
@@ -40,15 +43,38 @@ def libftpad():
     return ftpadtest.LIBFTPAD_SO
 
 
+def run_folder(tmp_path_factory):
+    """A folder of this run that every pytest-xdist worker shares (each
+    worker's own base folder is under one per run), or the session's base
+    folder without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def locked(path):
+    """Holds an exclusive lock on the file PATH: one worker at a time."""
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def objdumps(tmp_path_factory):
     """binutils' objdump built with the GCC plugin and exit=1, the same
     objdump built with -finstrument-functions, and the library that counts
-    its calls (test_objdump_trace.py).  Built once a session, because two
-    test files use the first: each build is minutes of this machine's
-    make check."""
+    its calls (test_objdump_trace.py).  Built once a run, by whichever
+    worker comes first, because two test files use the first: each build is
+    minutes of this machine's make check."""
     from test_objdump_trace import build_objdumps
-    return build_objdumps(tmp_path_factory)
+    out = run_folder(tmp_path_factory) / "objdumps"
+    with locked(f"{out}.lock"):
+        if not (out / ".built").exists():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            built = build_objdumps(out)
+            (out / ".built").write_text("\n".join(str(p.relative_to(out)) for p in built))
+        return [out / line for line in (out / ".built").read_text().splitlines()]
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,12 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 
 import pytest
 
+from conftest import locked
 from ftpadtest import FTPAD_BIN, PLUGIN, Image, run
 from test_gcc_plugin_x86_64 import check_site
 
@@ -31,12 +33,17 @@ def unpack_source():
     """The unpacked source tree, unpacked once per version."""
     src = CACHE / f"binutils-{VERSION}"
     done = CACHE / ".complete"
-    if not done.exists():
-        if not TARBALL.exists():
-            pytest.fail(f"{TARBALL} is missing: scripts/install-deps.sh installs binutils-source")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["tar", "xf", TARBALL, "-C", CACHE], check=True)
-        done.touch()
+    if done.exists():
+        return src
+    if not TARBALL.exists():
+        pytest.fail(f"{TARBALL} is missing: scripts/install-deps.sh installs binutils-source")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # Several test files unpack it, maybe at once (make check's two workers).
+    with locked(CACHE / ".lock"):
+        if not done.exists():
+            shutil.rmtree(src, ignore_errors=True)
+            subprocess.run(["tar", "xf", TARBALL, "-C", CACHE], check=True)
+            done.touch()
     return src
 
 

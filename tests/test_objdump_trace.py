@@ -48,14 +48,14 @@ def make_objdump(tree, cc, cflags, what):
     return tree / "binutils" / "objdump"
 
 
-def build_objdumps(tmp_path_factory):
+def build_objdumps(out):
     """(the plugin's objdump, the -finstrument-functions objdump, the
-    counter library).  conftest.py's `objdumps` makes them once a session:
-    test_attach_objdump.py attaches to the plugin's."""
+    counter library), built in the empty folder OUT.  conftest.py's
+    `objdumps` makes them once a run: test_attach_objdump.py attaches to the
+    plugin's."""
     if not PLUGIN.exists() or not FTPAD_BIN.exists():
         pytest.fail(f"{PLUGIN} or {FTPAD_BIN} is missing: run `make` first")
     source = unpack_source()
-    out = tmp_path_factory.mktemp("objdump")
     configured = out / "configured"
     configured.mkdir()
     with open(configured / "build.log", "w") as f:
