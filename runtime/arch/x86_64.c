@@ -739,8 +739,11 @@ static int choose_protocol(struct ftpad_batch *b, bool *direct, bool *guard)
 	if (!tid)
 		return 0;
 	why = guard_setup(b);
-	if (!why)
+	if (!why) {
+		ftpad_debug("ftpad: thread %d (%s) blocks SIGTRAP: %zu sites written without int3\n",
+			    (int)tid, name, b->n);
 		return *direct = *guard = true, 0;
+	}
 	/* glibc blocks every signal for a moment in a thread being created
 	 * or exiting (and in pthread_create's caller): before refusing, give
 	 * such a thread a few milliseconds to pass. */
