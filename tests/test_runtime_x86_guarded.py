@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: MIT
+"""x86_64: once ftpad_register_ops() (or a filter change) returns, every
+site it enabled calls on every thread, and once ftpad_unregister_ops()
+returns none does, also when other threads block SIGTRAP and libftpad
+writes the batches without int3 (docs/runtime.md "Threads that block
+SIGTRAP").  Two threads call 1000 padded functions in a loop and count
+their own iterations and callbacks; after each update the main thread
+checks that the calls each thread made from then on, over 8 of its loops,
+are exactly what the registered ops want (tests/runtime/x86_guarded.c)."""
+import pathlib
+import platform
+import re
+
+import pytest
+
+from ftpadtest import BUILD, INCLUDE, plugin_flags, run
+
+SRC = pathlib.Path(__file__).parent / "runtime"
+LIBDIR = BUILD / "runtime"
+
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="x86_64 only")
+
+
+@pytest.fixture(scope="module")
+def guarded(plugin, libftpad, tmp_path_factory):
+    exe = tmp_path_factory.mktemp("x86_guarded") / "x86_guarded"
+    run(["gcc", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
+         *plugin_flags(plugin, include="g_*"), SRC / "x86_guarded.c",
+         f"-L{LIBDIR}", "-lftpad", f"-Wl,-rpath,{LIBDIR}", "-o", exe])
+    return exe
+
+
+def rounds_of(p):
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    m = re.fullmatch(r"ok rounds=(\d+) guarded=(\d+)\n", p.stdout)
+    assert m, p.stdout + p.stderr
+    return int(m.group(1)), int(m.group(2))
+
+
+@pytest.mark.parametrize("method", [None, "mprotect"])
+@pytest.mark.parametrize("blockers", [["sleeper"], ["spinner"], ["sleeper", "churn"]],
+                         ids=["sleeper", "spinner", "churn"])
+def test_every_site_calls_once_a_guarded_update_returns(guarded, blockers, method):
+    """With a thread that blocks every signal (asleep, or itself calling
+    the functions), every batch is written without int3, and each update
+    is complete on both hot threads when it returns.  Threads being
+    created and exiting in a tight loop besides (glibc blocks every signal
+    in them for a moment) change nothing."""
+    env = {"FTPAD_DEBUG": "1", **({"FTPAD_TEXT_WRITE": method} if method else {})}
+    p = run([guarded, "40", *blockers], check=False, env=env)
+    rounds, batches = rounds_of(p)
+    # Every batch: per round the few up, the refilter's three up and three
+    # down, the rest up, (odd rounds) the few back to the plain stub, all
+    # down.
+    assert (rounds, batches) == (40, 20 * 5 + 20 * 6), p.stdout
+
+
+def test_every_site_calls_once_an_int3_update_returns(guarded):
+    """The same checks with no thread blocking SIGTRAP (the int3 protocol),
+    and with threads created and exiting meanwhile."""
+    p = run([guarded, "40", "churn"], check=False, env={"FTPAD_DEBUG": "1"})
+    rounds, _ = rounds_of(p)
+    assert rounds == 40
+    p = run([guarded, "40"], check=False, env={"FTPAD_DEBUG": "1"})
+    assert rounds_of(p) == (40, 0)
