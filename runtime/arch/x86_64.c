@@ -706,6 +706,8 @@ static bool batch_in_lines(const struct ftpad_batch *b)
 	return true;
 }
 
+static const char unwritable[] = "the code cannot be made writable to write without int3";
+
 /* The code of batch b made writable for the guarded protocol: NULL, or
  * why it cannot be written so. */
 static const char *guard_setup(struct ftpad_batch *b)
@@ -719,23 +721,60 @@ static const char *guard_setup(struct ftpad_batch *b)
 	if (!protect_batch(b, true, &err))
 		return "its sites span segments, so cannot be written without int3";
 	if (err)
-		return "the code cannot be made writable to write without int3";
+		return unwritable;
 	return NULL;
 }
 
 /*
+ * A signal whose handler runs with SIGTRAP blocked (its sa_mask has it, as
+ * sigfillset() gives it), or 0.  Such a handler may start on any thread
+ * at any moment, after the threads' masks were read: the kernel blocks
+ * its sa_mask on entry, and the handler's calls may run into an int3.
+ */
+static int handler_blocking_sigtrap(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		if (sig == SIGTRAP || sigaction(sig, NULL, &sa) < 0 ||
+		    sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue;
+		if (sigismember(&sa.sa_mask, SIGTRAP) == 1)
+			return sig;
+	}
+	return 0;
+}
+
+/*
  * How batch b is written: by the int3 protocol when no other thread
- * blocks SIGTRAP, else guarded (*guard, with the code made writable:
- * *direct), else refused with -EAGAIN and a message naming the thread.
- * When the threads cannot be listed (no /proc), guarded if it can be.
+ * blocks SIGTRAP and no handler would block it (handler_blocking_sigtrap()),
+ * else guarded (*guard, with the code made writable: *direct), else
+ * refused with -EAGAIN and a message naming the thread.  When the threads
+ * cannot be listed (no /proc), guarded if it can be.  A handler that
+ * blocks SIGTRAP makes it guarded when it can be, else int3 as before:
+ * refusing would refuse every update of such a program, for a rare race;
+ * once mprotect was refused (MDWE), it is not tried again for a handler,
+ * which would warn at every batch.
  */
 static int choose_protocol(struct ftpad_batch *b, bool *direct, bool *guard)
 {
+	static bool handler_unwritable; /* under ftpad_lock */
 	char name[16] = "?";
 	pid_t tid = ftpad_thread_blocking(SIGTRAP, NULL, name, sizeof(name));
 	const char *why;
+	int sig;
 
 	*guard = false;
+	if (!tid && !handler_unwritable && (sig = handler_blocking_sigtrap()) != 0) {
+		why = guard_setup(b);
+		if (why) {
+			handler_unwritable = why == unwritable;
+			return 0;
+		}
+		ftpad_debug("ftpad: the handler of signal %d blocks SIGTRAP: %zu sites written "
+			    "without int3\n", sig, b->n);
+		return *direct = *guard = true, 0;
+	}
 	if (!tid)
 		return 0;
 	why = guard_setup(b);
