@@ -21,8 +21,9 @@
  *   churn    a thread that creates and joins threads in a tight loop
  *            (glibc blocks every signal in the caller and in the thread
  *            while it starts and while it exits), each calling g_*;
- *   flip     a thread that blocks every signal, calls g_*, unblocks, calls
- *            g_*, in a loop: it may block SIGTRAP after libftpad looked;
+ *   flip     a thread that blocks every signal (pthread_sigmask or
+ *            sigprocmask), calls g_*, unblocks, calls g_*, in a loop: it
+ *            may block SIGTRAP after libftpad looked;
  *   handler  a SIGALRM timer whose handler, installed with every signal in
  *            its sa_mask, calls g_*: SIGTRAP blocked while it runs.
  *
@@ -158,13 +159,18 @@ static void *churn(void *arg)
 	return NULL;
 }
 
+/* With pthread_sigmask and sigprocmask in turn. */
 static void *flip(void *arg)
 {
 	(void)arg;
 	for (long x = 0; !stop; x++) {
-		sigset_t old;
+		sigset_t all, old;
 
-		block_all(&old);
+		sigfillset(&all);
+		if (x & 1)
+			sigprocmask(SIG_BLOCK, &all, &old);
+		else
+			pthread_sigmask(SIG_BLOCK, &all, &old);
 		call_all(x);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		call_all(x);
@@ -222,27 +228,33 @@ static unsigned long load(const unsigned long *p)
 /*
  * After an update returned: every hot thread's calls that begin from now
  * on reach ops k want[k] times per loop (NF, 3 or 0), for REACH loops.
+ * The loop counts are read around the call counts, each one on the side
+ * that makes the bounds hold whatever the thread did in between.
  */
 static int check(const char *what, long round, const long want[NOPS])
 {
-	unsigned long calls0[HOT][NOPS], iters0[HOT];
+	unsigned long calls0[HOT][NOPS], before[HOT], iters0[HOT];
 
 	for (int t = 0; t < HOT; t++) {
+		before[t] = load(&hot[t].iters);
 		for (int k = 0; k < NOPS; k++)
 			calls0[t][k] = load(&hot[t].calls[k]);
 		iters0[t] = load(&hot[t].iters);
 	}
 	for (int t = 0; t < HOT; t++) {
-		unsigned long iters;
+		unsigned long iters, calls[NOPS], after;
 
 		while ((iters = load(&hot[t].iters)) < iters0[t] + REACH)
 			sched_yield();
+		for (int k = 0; k < NOPS; k++)
+			calls[k] = load(&hot[t].calls[k]);
+		after = load(&hot[t].iters);
 		for (int k = 0; k < NOPS; k++) {
 			/* Loops iters0 + 1 .. iters - 1 ran whole after the
-			 * update; loops iters0 and iters ran in part. */
-			unsigned long got = load(&hot[t].calls[k]) - calls0[t][k];
+			 * update; at most loops before .. after ran in part. */
+			unsigned long got = calls[k] - calls0[t][k];
 			unsigned long whole = (iters - iters0[t] - 1) * (unsigned long)want[k];
-			unsigned long most = (iters - iters0[t] + 1) * (unsigned long)want[k];
+			unsigned long most = (after - before[t] + 1) * (unsigned long)want[k];
 
 			if (got < whole || got > most) {
 				printf("FAIL round %ld, after %s: hot thread %d made %lu calls of "
