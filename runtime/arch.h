@@ -7,6 +7,7 @@
 #ifndef FTPAD_ARCH_H
 #define FTPAD_ARCH_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -146,6 +147,18 @@ void ftpad_arch_exit_stub_fill(uint8_t *buf, uintptr_t at,
  * and the guarded stores are not possible).
  */
 int ftpad_arch_batch_write(struct ftpad_batch *b) FTPAD_HIDDEN;
+
+/*
+ * Around a change of this thread's signal mask to set (maskhooks.c):
+ * whether it may block the signal a batch traps with, in which case it
+ * first waits until no such batch is being written, and
+ * ftpad_arch_mask_exit() must follow the change.  (x86_64: SIGTRAP,
+ * whose int3 would kill a thread that blocks it; aarch64 traps nothing.)
+ */
+bool ftpad_arch_mask_enter(const sigset_t *set) FTPAD_HIDDEN;
+void ftpad_arch_mask_exit(void) FTPAD_HIDDEN;
+/* In a forked child: forget the other threads' part in the above. */
+void ftpad_arch_fork_child(void) FTPAD_HIDDEN;
 
 /* Where the n-th integer argument is saved: its register's slot in regs,
  * or its place on the stack (ftpad_regs_get_argument() reads it,

@@ -632,6 +632,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	ftpad_arch_fork_child();
 	ftpad_grace_fork_child();
 	ftpad_modules_fork_child();
 	ftpad_symbols_fork_done(true);

@@ -12,11 +12,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include <ucontext.h>
 #include <cpuid.h>
 
@@ -798,6 +801,65 @@ static int choose_protocol(struct ftpad_batch *b, bool *direct, bool *guard)
 	return -EAGAIN;
 }
 
+/*
+ * A thread that blocks SIGTRAP with pthread_sigmask after its mask was
+ * read, and then runs into an int3 of the batch, is killed.  So from
+ * before the masks are read until an int3 batch is written, a change that
+ * may block SIGTRAP waits (maskhooks.c, in libftpad.so), and the patching
+ * thread waits for those already under way: each side announces itself,
+ * then looks at the other (both sequentially consistent), so at least one
+ * sees the other.
+ */
+static int trap_batch;            /* atomic, a futex word: 1 from the look to the last write */
+static int maskers;               /* atomic: threads inside a change that may block SIGTRAP */
+static __thread bool batch_here;  /* this thread writes the batch: its changes never wait */
+static __thread bool masking_here; /* this thread is counted in maskers */
+
+bool ftpad_arch_mask_enter(const sigset_t *set)
+{
+	if (batch_here || sigismember(set, SIGTRAP) != 1)
+		return false;
+	for (;;) {
+		__atomic_fetch_add(&maskers, 1, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&trap_batch, __ATOMIC_SEQ_CST))
+			return masking_here = true;
+		__atomic_fetch_sub(&maskers, 1, __ATOMIC_SEQ_CST);
+		while (__atomic_load_n(&trap_batch, __ATOMIC_ACQUIRE))
+			syscall(SYS_futex, &trap_batch, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+	}
+}
+
+void ftpad_arch_mask_exit(void)
+{
+	masking_here = false;
+	__atomic_fetch_sub(&maskers, 1, __ATOMIC_SEQ_CST);
+}
+
+/* In a forked child, the one thread left: the counts of the threads that
+ * are gone would make the next batch, or the next change, wait forever. */
+void ftpad_arch_fork_child(void)
+{
+	maskers = masking_here;
+	if (!batch_here)
+		trap_batch = 0;
+}
+
+/* From here until trap_batch_end(), no thread newly blocks SIGTRAP. */
+static void trap_batch_begin(void)
+{
+	batch_here = true;
+	__atomic_store_n(&trap_batch, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&maskers, __ATOMIC_SEQ_CST))
+		sched_yield();
+}
+
+static void trap_batch_end(void)
+{
+	if (__atomic_exchange_n(&trap_batch, 0, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &trap_batch, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+	batch_here = false;
+}
+
 int ftpad_arch_batch_write(struct ftpad_batch *b)
 {
 	enum step tail = STEP_TAIL;
@@ -809,8 +871,12 @@ int ftpad_arch_batch_write(struct ftpad_batch *b)
 	 * signal handlers wait until the batch is written. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &mask);
+	trap_batch_begin();
 	if (!err)
 		err = choose_protocol(b, &direct, &guard);
+	/* Without int3 (or without a write), blocking SIGTRAP is harmless. */
+	if (err || guard)
+		trap_batch_end();
 	if (!err && !guard && ftpad_text_direct())
 		direct = protect_batch(b, true, &err);
 	if (!err)
@@ -831,6 +897,7 @@ int ftpad_arch_batch_write(struct ftpad_batch *b)
 		protect_batch(b, false, &end);
 	if (!err)
 		err = end ? end : sync_all_cores();
+	trap_batch_end();
 	pthread_sigmask(SIG_SETMASK, &mask, NULL);
 	return err;
 }
