@@ -37,9 +37,16 @@ def rounds_of(p):
     return int(m.group(1)), int(m.group(2))
 
 
-@pytest.mark.parametrize("method", [None, "mprotect"])
-@pytest.mark.parametrize("blockers", [["sleeper"], ["spinner"], ["sleeper", "churn"]],
-                         ids=["sleeper", "spinner", "churn"])
+ROUNDS = 20
+# Every batch of ROUNDS rounds (x86_guarded.c one_round()): the few up,
+# the refilter's three up and three down, the rest up, (odd rounds) the
+# few back to the plain stub, all down.
+BATCHES = ROUNDS // 2 * 5 + ROUNDS // 2 * 6
+
+
+@pytest.mark.parametrize("blockers, method", [
+    (["sleeper"], None), (["sleeper"], "mprotect"), (["spinner"], None),
+    (["sleeper", "churn"], None)], ids=["sleeper", "sleeper-mprotect", "spinner", "churn"])
 def test_every_site_calls_once_a_guarded_update_returns(guarded, blockers, method):
     """With a thread that blocks every signal (asleep, or itself calling
     the functions), every batch is written without int3, and each update
@@ -47,22 +54,18 @@ def test_every_site_calls_once_a_guarded_update_returns(guarded, blockers, metho
     created and exiting in a tight loop besides (glibc blocks every signal
     in them for a moment) change nothing."""
     env = {"FTPAD_DEBUG": "1", **({"FTPAD_TEXT_WRITE": method} if method else {})}
-    p = run([guarded, "40", *blockers], check=False, env=env)
-    rounds, batches = rounds_of(p)
-    # Every batch: per round the few up, the refilter's three up and three
-    # down, the rest up, (odd rounds) the few back to the plain stub, all
-    # down.
-    assert (rounds, batches) == (40, 20 * 5 + 20 * 6), p.stdout
+    p = run([guarded, str(ROUNDS), *blockers], check=False, env=env)
+    assert rounds_of(p) == (ROUNDS, BATCHES), p.stdout
 
 
 def test_every_site_calls_once_an_int3_update_returns(guarded):
     """The same checks with no thread blocking SIGTRAP (the int3 protocol),
     and with threads created and exiting meanwhile."""
-    p = run([guarded, "40", "churn"], check=False, env={"FTPAD_DEBUG": "1"})
+    p = run([guarded, str(ROUNDS), "churn"], check=False, env={"FTPAD_DEBUG": "1"})
     rounds, _ = rounds_of(p)
-    assert rounds == 40
-    p = run([guarded, "40"], check=False, env={"FTPAD_DEBUG": "1"})
-    assert rounds_of(p) == (40, 0)
+    assert rounds == ROUNDS
+    p = run([guarded, str(ROUNDS)], check=False, env={"FTPAD_DEBUG": "1"})
+    assert rounds_of(p) == (ROUNDS, 0)
 
 
 @pytest.mark.parametrize("method", [None, "mprotect"])
@@ -74,8 +77,8 @@ def test_a_handler_that_blocks_sigtrap_is_not_killed(guarded, method):
     Before the fix the first int3 batch it met killed the process with
     SIGTRAP (10 runs out of 10); now every batch goes without int3."""
     env = {"FTPAD_DEBUG": "1", **({"FTPAD_TEXT_WRITE": method} if method else {})}
-    p = run([guarded, "40", "handler"], check=False, env=env)
-    assert rounds_of(p) == (40, 20 * 5 + 20 * 6), p.stdout
+    p = run([guarded, str(ROUNDS), "handler"], check=False, env=env)
+    assert rounds_of(p) == (ROUNDS, BATCHES), p.stdout
 
 
 @pytest.mark.parametrize("method", [None, "mprotect"])
@@ -84,10 +87,11 @@ def test_a_thread_that_blocks_sigtrap_after_the_look_is_not_killed(guarded, meth
     calls the padded functions, unblocks, calls them again, in a loop:
     half the time libftpad read its mask unblocked and wrote with int3,
     and the thread, blocked by then, ran into one (killed with SIGTRAP in
-    15 runs out of 15).  libftpad.so's pthread_sigmask and sigprocmask now
-    wait while an int3 batch is written; the batches that find the thread
-    blocked go without int3."""
+    15 runs of 40 rounds out of 15).  libftpad.so's pthread_sigmask and
+    sigprocmask now wait while an int3 batch is written; the batches that
+    find the thread blocked go without int3."""
     env = {"FTPAD_DEBUG": "1", **({"FTPAD_TEXT_WRITE": method} if method else {})}
-    p = run([guarded, "40", "flip"], check=False, env=env)
+    # Twice the rounds: with ROUNDS, the process lived 1 run in 6 before.
+    p = run([guarded, str(2 * ROUNDS), "flip"], check=False, env=env)
     rounds, batches = rounds_of(p)
-    assert rounds == 40 and batches <= 20 * 5 + 20 * 6, p.stdout
+    assert rounds == 2 * ROUNDS and batches <= 2 * BATCHES, p.stdout
