@@ -244,25 +244,30 @@ static int run_session(struct target *t, struct session *s, const struct attach_
 	return 0;
 }
 
-/* The request: NAME=VALUE settings, each ended by a NUL, then an empty one. */
+/* The request: NAME=VALUE settings, each ended by a NUL, then an empty
+ * one.  --depth and --time-filter need the exits (where a frame ends), as
+ * `ftpad record` always has them: either one turns --graph on. */
 static size_t build_request(const struct attach_opts *o, const char *tmp, const char *socket,
 			    char *out, size_t size)
 {
-	char line[8192];
+	char line[8192], bytes[32], depth[32], time_filter[32];
+	bool exits = o->graph || o->d.depth || o->d.time_filter_ns;
 	size_t len = 0;
-	const char *settings[6][2] = {
+	const char *settings[][2] = {
 		{ "FTPAD_RECORD", tmp },
-		{ "FTPAD_RECORD_EXITS", o->graph ? "1" : "0" },
+		{ "FTPAD_RECORD_EXITS", exits ? "1" : "0" },
 		{ "FTPAD_RECORD_FILTER", o->d.filter },
 		{ "FTPAD_RECORD_NOTRACE", o->d.notrace },
-		{ "FTPAD_RECORD_SIZE", NULL },
+		{ "FTPAD_RECORD_SIZE", o->d.size_mb ? bytes : "" },
+		{ "FTPAD_RECORD_DEPTH", o->d.depth ? depth : "" },
+		{ "FTPAD_RECORD_TIME_FILTER", o->d.time_filter_ns ? time_filter : "" },
 		{ "FTPAD_ATTACH_SOCKET", socket },
 	};
-	char bytes[32];
 
 	snprintf(bytes, sizeof(bytes), "%llu", o->d.size_mb << 20);
-	settings[4][1] = o->d.size_mb ? bytes : "";
-	for (size_t i = 0; i < 6; i++) {
+	snprintf(depth, sizeof(depth), "%llu", o->d.depth);
+	snprintf(time_filter, sizeof(time_filter), "%llu", o->d.time_filter_ns);
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
 		int n;
 
 		if (!*settings[i][1])
@@ -280,16 +285,20 @@ static size_t build_request(const struct attach_opts *o, const char *tmp, const 
 /* ---- the command ---- */
 
 static const char attach_usage[] =
-	"usage: ftpad attach PID [-F GLOB]... [-N GLOB]... [--graph] [-o DIR]\n"
-	"                        [--duration SECONDS] [--size MB] [--force] [--library PATH]\n"
+	"usage: ftpad attach PID [-F GLOB]... [-N GLOB]... [--graph] [--depth N]\n"
+	"                        [--time-filter DUR] [-o DIR] [--duration SECONDS]\n"
+	"                        [--size MB] [--force] [--library PATH]\n"
 	"       ftpad record -p PID [same options]\n"
 	"\n"
 	"Record the padded functions of a running process into DIR (default\n"
 	"ftpad.data) until Ctrl-C, the duration or the process's exit; the process\n"
 	"keeps running, its text as it was (docs/tracing.md, \"Attaching to a\n"
 	"running process\").  -F/-N: record only/never functions matching GLOB;\n"
-	"--graph: exits too (call graphs, durations), else entries only; --size MB:\n"
-	"cap the events' bytes (default 1024); --library: the libftpad.so to load.\n";
+	"--graph: exits too (call graphs, durations), else entries only; --depth N:\n"
+	"only frames up to depth N of each thread; --time-filter DUR (500ns, 10us,\n"
+	"1ms): drop calls shorter than DUR with no recorded call inside (both as\n"
+	"`ftpad record`'s, and both turn --graph on); --size MB: cap the events'\n"
+	"bytes (default 1024); --library: the libftpad.so to load.\n";
 
 static int parse_pid(const char *text, pid_t *pid)
 {
@@ -313,6 +322,8 @@ static int parse_attach(int argc, char **argv, struct attach_opts *o)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "size", required_argument, NULL, 's' },
 		{ "force", no_argument, NULL, 'r' },
+		{ "depth", required_argument, NULL, 'D' },
+		{ "time-filter", required_argument, NULL, 'T' },
 		{ "library", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },

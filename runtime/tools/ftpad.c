@@ -40,8 +40,9 @@ static const char usage_text[] =
 	"usage: ftpad record [-F GLOB]... [-N GLOB]... [--depth N] [--time-filter DUR]\n"
 	"                    [--early] [--size MB] [--force] [-o DIR] -- PROG [ARGS...]\n"
 	"       ftpad record --text [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]\n"
-	"       ftpad attach PID [-F GLOB]... [-N GLOB]... [--graph] [-o DIR]\n"
-	"                    [--duration SECONDS] [--size MB] [--force]   (or record -p PID)\n"
+	"       ftpad attach PID [-F GLOB]... [-N GLOB]... [--graph] [--depth N]\n"
+	"                    [--time-filter DUR] [-o DIR] [--duration SECONDS] [--size MB]\n"
+	"                    [--force]   (or record -p PID)\n"
 	"       ftpad replay|report|dump|live ...   (docs/tracing.md; each takes --help)\n"
 	"       ftpad flame DIR|--folded FILE -o OUT.svg   (see 'ftpad flame --help')\n"
 	"       ftpad --help | --version\n"
@@ -58,7 +59,8 @@ static const char usage_text[] =
 	"        exit sites (entries only) are kept by both.\n"
 	"attach  record the padded functions of the running process PID into DIR\n"
 	"        until Ctrl-C, --duration or its exit, then detach and leave it\n"
-	"        running as it was; --graph: exits too.  'ftpad attach --help'.\n"
+	"        running as it was; --graph: exits too (--depth and --time-filter,\n"
+	"        as record's, turn it on).  'ftpad attach --help'.\n"
 	"record --text  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
 	"        functions: one line '<comm>-<tid> <function> <-<caller>' per call,\n"
 	"        then 'ftpad: N sites found, M sites enabled, K calls seen' at exit.\n"
@@ -185,38 +187,15 @@ static int cmd_record(int argc, char **argv)
 
 struct trace_opts {
 	struct dir_opts d;
-	unsigned long long depth, time_filter_ns;
 	bool early;
 	char **argv;
 };
 
-/* "500ns", "10us", "1.5ms", "2s" (a bare number: ns) -> ns >= 1. */
-static int parse_duration(const char *text, unsigned long long *ns)
-{
-	static const struct { const char *unit; double ns; } units[] = {
-		{ "", 1 }, { "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 },
-	};
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(text, &end);
-	if (errno || end == text || !(v > 0))
-		return -1;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (!strcmp(end, units[i].unit) && v * units[i].ns >= 1 && v * units[i].ns < 1e18) {
-			*ns = (unsigned long long)(v * units[i].ns);
-			return 0;
-		}
-	}
-	return -1;
-}
-
 static int parse_trace(int argc, char **argv, struct trace_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "depth", required_argument, NULL, 'd' },
-		{ "time-filter", required_argument, NULL, 't' },
+		{ "depth", required_argument, NULL, 'D' },
+		{ "time-filter", required_argument, NULL, 'T' },
 		{ "early", no_argument, NULL, 'e' },
 		{ "size", required_argument, NULL, 's' },
 		{ "force", no_argument, NULL, 'r' },
@@ -224,7 +203,6 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *end;
 	int c, err;
 
 	o->d.command = "record";
@@ -233,18 +211,6 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+:F:N:o:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'd':
-			errno = 0;
-			o->depth = strtoull(optarg, &end, 10);
-			if (errno || !*optarg || *end || !o->depth || o->depth > (1u << 20))
-				return usage_error("record: --depth takes a depth from 1 to 1048576, "
-						   "not '%s'", optarg);
-			break;
-		case 't':
-			if (parse_duration(optarg, &o->time_filter_ns))
-				return usage_error("record: --time-filter takes a duration such as "
-						   "500ns, 10us, 1ms or 2s, not '%s'", optarg);
-			break;
 		case 'e':
 			o->early = true;
 			break;
@@ -269,16 +235,16 @@ static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, 
 	int status;
 
 	snprintf(size, sizeof(size), "%llu", o->d.size_mb << 20);
-	snprintf(depth, sizeof(depth), "%llu", o->depth);
-	snprintf(time_filter, sizeof(time_filter), "%llu", o->time_filter_ns);
+	snprintf(depth, sizeof(depth), "%llu", o->d.depth);
+	snprintf(time_filter, sizeof(time_filter), "%llu", o->d.time_filter_ns);
 	if (setenv("FTPAD_RECORD", tmp, 1) || unsetenv("FTPAD_RECORD_IMAGE") ||
 	    (*o->d.filter ? setenv("FTPAD_RECORD_FILTER", o->d.filter, 1)
 			: unsetenv("FTPAD_RECORD_FILTER")) ||
 	    (*o->d.notrace ? setenv("FTPAD_RECORD_NOTRACE", o->d.notrace, 1)
 			 : unsetenv("FTPAD_RECORD_NOTRACE")) ||
 	    (o->d.size_mb ? setenv("FTPAD_RECORD_SIZE", size, 1) : unsetenv("FTPAD_RECORD_SIZE")) ||
-	    (o->depth ? setenv("FTPAD_RECORD_DEPTH", depth, 1) : unsetenv("FTPAD_RECORD_DEPTH")) ||
-	    (o->time_filter_ns ? setenv("FTPAD_RECORD_TIME_FILTER", time_filter, 1)
+	    (o->d.depth ? setenv("FTPAD_RECORD_DEPTH", depth, 1) : unsetenv("FTPAD_RECORD_DEPTH")) ||
+	    (o->d.time_filter_ns ? setenv("FTPAD_RECORD_TIME_FILTER", time_filter, 1)
 			       : unsetenv("FTPAD_RECORD_TIME_FILTER")) ||
 	    (o->early && setenv("FTPAD_EARLY", "1", 1)) || unsetenv("FTPAD_FILTER") ||
 	    set_preload(lib)) {

@@ -220,6 +220,28 @@ int add_glob(const char *command, char *list, size_t size, const char *opt, cons
 }
 
 
+/* "500ns", "10us", "1.5ms", "2s" (a bare number: ns) -> ns >= 1. */
+static int parse_duration(const char *text, unsigned long long *ns)
+{
+	static const struct { const char *unit; double ns; } units[] = {
+		{ "", 1 }, { "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 },
+	};
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(text, &end);
+	if (errno || end == text || !(v > 0))
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (!strcmp(end, units[i].unit) && v * units[i].ns >= 1 && v * units[i].ns < 1e18) {
+			*ns = (unsigned long long)(v * units[i].ns);
+			return 0;
+		}
+	}
+	return -1;
+}
+
 int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d)
 {
 	char *end;
@@ -242,6 +264,18 @@ int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d)
 		return 0;
 	case 'r':
 		d->force = true;
+		return 0;
+	case 'D':
+		errno = 0;
+		d->depth = strtoull(arg, &end, 10);
+		if (errno || !*arg || *end || !d->depth || d->depth > (1u << 20))
+			return usage_error("%s: --depth takes a depth from 1 to 1048576, not '%s'",
+					   d->command, arg);
+		return 0;
+	case 'T':
+		if (parse_duration(arg, &d->time_filter_ns))
+			return usage_error("%s: --time-filter takes a duration such as 500ns, 10us, "
+					   "1ms or 2s, not '%s'", d->command, arg);
 		return 0;
 	}
 	return -1;

@@ -63,12 +63,15 @@ struct dir_opts {
 	char filter[4096], notrace[4096]; /* comma-joined -F, -N */
 	const char *dir;                  /* -o, default ftpad.data */
 	unsigned long long size_mb;       /* --size */
+	unsigned long long depth;         /* --depth, 0: every depth */
+	unsigned long long time_filter_ns; /* --time-filter, 0: every call */
 	bool force;                       /* --force */
 };
 
 /* getopt_long's c (with its optarg) if it is one of dir_opts': -F, -N,
- * -o, --size (as 's'), --force (as 'r').  0 taken, EXIT_USAGE after the
- * message, -1 not one of them.  opt: the option as written. */
+ * -o, --size (as 's'), --force (as 'r'), --depth (as 'D'), --time-filter
+ * (as 'T').  0 taken, EXIT_USAGE after the message, -1 not one of them.
+ * opt: the option as written. */
 int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d);
 
 #endif
