@@ -67,6 +67,9 @@ def attach(pid, out, *args, command=("attach",)):
     p = run([FTPAD_BIN, *command, str(pid), *args, "-o", out, "--duration", "0.5"])
     m = SUMMARY.search(p.stderr)
     assert m, p.stderr
+    # The start's line says what the summary says.
+    assert re.search(rf"^ftpad: attached to process {pid}: {m[1]} sites, {m[2]} enabled",
+                     p.stderr, re.M), p.stderr
     [image] = Trace(out).images.values()
     return image, tuple(map(int, m.groups()[:2]))
 
