@@ -214,6 +214,8 @@ static int read_start(struct target *t, struct session *s, char *line, size_t si
 	if (signalled && (*stop_sent = send_stop(s)) &&
 	    !read_line(s, line, size, REPLY_TIMEOUT_MS, NULL))
 		return 0;
+	if (!attach_alive(t->pid)) /* end of file: it died before its start */
+		return attach_gone(t->pid);
 	return attach_fail(t->pid, "no answer from libftpad's control thread");
 }
 
@@ -430,6 +432,25 @@ static void finish_trace(const struct target *t, const char *tmp, const char *di
 	print_summary(&sum, dir);
 }
 
+/* The control thread's connection, which a process that dies first never
+ * makes: looked for every 10 ms, the process with it. */
+static int wait_control(struct target *t, struct session *s)
+{
+	uint64_t deadline = attach_now_ms() + REPLY_TIMEOUT_MS;
+
+	while (s->conn < 0) {
+		struct pollfd p = { s->listen, POLLIN, 0 };
+
+		if (poll(&p, 1, 10) > 0)
+			accept_peer(s, t->pid);
+		else if (!attach_alive(t->pid))
+			return attach_gone(t->pid);
+		else if (attach_now_ms() >= deadline)
+			return attach_fail(t->pid, "libftpad's control thread never connected");
+	}
+	return 0;
+}
+
 /* Getting in, and the stub out of the way again: 0 once the control
  * thread is connected. */
 static int load_library(struct target *t, struct session *s, const char *request,
@@ -455,14 +476,7 @@ static int load_library(struct target *t, struct session *s, const char *request
 		return -1;
 	if (result)
 		return load_error(t, result, errtext);
-	while (s->conn < 0) {
-		struct pollfd p = { s->listen, POLLIN, 0 };
-
-		if (poll(&p, 1, REPLY_TIMEOUT_MS) <= 0)
-			return attach_fail(t->pid, "libftpad's control thread never connected");
-		accept_peer(s, t->pid);
-	}
-	return 0;
+	return wait_control(t, s);
 }
 
 /* Ctrl-C or SIGTERM already: not worth getting in only to get out. */

@@ -47,16 +47,27 @@ static struct thread *find_thread(struct target *t, pid_t tid)
 	return NULL;
 }
 
-/* Its stop after our PTRACE_INTERRUPT: 0, or -1 when the thread is gone. */
+/* Its stop after our PTRACE_INTERRUPT: 0, or -1 when the thread is gone.
+ * Polled, not waited for: a thread of a process killed meanwhile may
+ * never report to us (a dead group leader is reported only once its other
+ * threads are reaped), and a wait for it would never end; a thread that
+ * is a zombie or gone ends the wait. */
 static int wait_stop(struct thread *th)
 {
 	int status;
 
 	for (;;) {
-		if (waitpid(th->tid, &status, __WALL) < 0) {
-			if (errno == EINTR)
-				continue;
+		pid_t r = waitpid(th->tid, &status, __WALL | WNOHANG);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
 			return -1;
+		if (!r) {
+			if (!attach_alive(th->tid))
+				return -1;
+			usleep(50);
+			continue;
 		}
 		if (!WIFSTOPPED(status))
 			return -1;
@@ -92,8 +103,10 @@ static int seize_new_threads(struct target *t, bool *any)
 		if (ptrace(PTRACE_SEIZE, tid, NULL, NULL)) {
 			int err = errno;
 
-			if (err == ESRCH)
-				continue; /* gone meanwhile */
+			/* Gone meanwhile, or exiting (EPERM for a thread
+			 * that is exiting, whatever our rights). */
+			if (err == ESRCH || (err == EPERM && !attach_alive(tid)))
+				continue;
 			closedir(dir);
 			if (err == EPERM)
 				return attach_permission_error(t->pid, t->uid);
@@ -516,8 +529,8 @@ bool attach_left_stub(struct target *t)
 		bool inside;
 
 		if (ptrace(PTRACE_SEIZE, th.tid, NULL, NULL)) {
-			if (errno == ESRCH)
-				return true; /* gone: not in the stub */
+			if (errno == ESRCH || !attach_alive(th.tid))
+				return true; /* gone or exiting: not in the stub */
 			/* EPERM: still traced by a dying tool (its files,
 			 * our pipe's end, close before its tracees go). */
 			usleep(1000);

@@ -19,6 +19,10 @@
 
 #include "attach.h"
 
+/* The kernel's task flag (include/linux/sched.h), set as a thread begins
+ * to exit; /proc/PID/stat shows it, no header names it. */
+#define PF_EXITING 0x00000004
+
 size_t attach_stub_size(void)
 {
 	return (size_t)(ftpad_attach_stub_end - ftpad_attach_stub);
@@ -58,19 +62,27 @@ int attach_gone(pid_t pid)
 	return attach_fail(pid, "process %d exited while attaching", pid);
 }
 
+/* Alive: neither a zombie nor dying.  A killed process closes its files
+ * (the control socket) before it is a zombie, but it is marked exiting
+ * before that, in the flags of /proc/PID/stat. */
 bool attach_alive(pid_t pid)
 {
-	char path[64], state = 0;
-	FILE *f;
+	char path[64], buf[1024], state = 0, *after;
+	unsigned flags = 0;
+	ssize_t n;
+	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return false;
-	if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1)
-		state = 0;
-	fclose(f);
-	return state && state != 'Z' && state != 'X';
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	after = strrchr(buf, ')'); /* the name may hold ')' too */
+	if (!after || sscanf(after + 1, " %c %*d %*d %*d %*d %*d %u", &state, &flags) != 2)
+		return false;
+	return state != 'Z' && state != 'X' && !(flags & PF_EXITING);
 }
 
 /* ---- the checks made before anything is touched ---- */
