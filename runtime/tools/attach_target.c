@@ -28,15 +28,35 @@ size_t attach_stub_size(void)
 	return (size_t)(ftpad_attach_stub_end - ftpad_attach_stub);
 }
 
+static void say_why(pid_t pid, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "ftpad: error: cannot attach to process %d: ", pid);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+/* The reason as it is, for a process known to be there or known not to. */
+static int refuse(pid_t pid, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say_why(pid, fmt, ap);
+	va_end(ap);
+	return 1;
+}
+
+/* A process that died meanwhile makes any step fail, each its own way
+ * (/proc/PID/exe missing, no maps, EPERM from ptrace): that is said instead. */
 int attach_fail(pid_t pid, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "ftpad: error: cannot attach to process %d: ", pid);
+	if (!attach_alive(pid))
+		return attach_gone(pid);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say_why(pid, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return 1;
 }
 
@@ -59,7 +79,7 @@ int attach_permission_error(pid_t pid, uid_t uid)
 
 int attach_gone(pid_t pid)
 {
-	return attach_fail(pid, "process %d exited while attaching", pid);
+	return refuse(pid, "process %d exited while attaching", pid);
 }
 
 /* Alive: neither a zombie nor dying.  A killed process closes its files
@@ -98,7 +118,7 @@ static int check_status(struct target *t)
 	snprintf(path, sizeof(path), "/proc/%d/status", t->pid);
 	f = fopen(path, "r");
 	if (!f)
-		return attach_fail(t->pid, "no such process");
+		return refuse(t->pid, "no such process");
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "State: %c", &state) == 1 || sscanf(line, "TracerPid: %lu", &tracer) == 1 ||
 		    sscanf(line, "Seccomp: %lu", &seccomp) == 1)
@@ -110,7 +130,7 @@ static int check_status(struct target *t)
 	}
 	fclose(f);
 	if (state == 'Z' || state == 'X')
-		return attach_fail(t->pid, "it is a zombie (it has exited)");
+		return refuse(t->pid, "it is a zombie (it has exited)");
 	if (tracer)
 		return attach_fail(t->pid, "it is already traced by process %lu", tracer);
 	if (seccomp)
