@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -60,10 +61,23 @@ int attach_fail(pid_t pid, const char *fmt, ...)
 	return 1;
 }
 
+/* A process that is being killed refuses ptrace with EPERM too, a moment
+ * before /proc/PID/stat shows it exiting: give it 200 ms to show it. */
+static void let_a_dying_process_show(pid_t pid)
+{
+	const struct timespec step = { 0, 5 * 1000 * 1000 };
+
+	for (int i = 0; i < 40 && attach_alive(pid); i++)
+		nanosleep(&step, NULL);
+}
+
 int attach_permission_error(pid_t pid, uid_t uid)
 {
 	char scope[32] = "";
-	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+	FILE *f;
+
+	let_a_dying_process_show(pid);
+	f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
 
 	if (f) {
 		if (fgets(scope, sizeof(scope), f))
