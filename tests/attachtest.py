@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ftpadtest import FTPAD_BIN, LIBFTPAD_SO, PLUGIN
+from ftpadtest import FTPAD_BIN, LIBFTPAD_SO, PLUGIN, run
 
 # What `ftpad attach` prints once the process's control thread has said
 # "started" (docs/design.md): the chosen sites are enabled.
@@ -22,6 +22,16 @@ def require_attach():
     for p in (PLUGIN, FTPAD_BIN, LIBFTPAD_SO):
         if not p.exists():
             pytest.fail(f"{p} is missing: run `make` first")
+
+
+def attach_program(tmp_path_factory, src, name):
+    """SRC built with the plugin and exit sites, and not linked with
+    libftpad: a program for attach to get into.  Its path."""
+    require_attach()
+    out = tmp_path_factory.mktemp(name) / name
+    run(["gcc", "-O2", "-Wall", "-Werror", f"-fplugin={PLUGIN}", "-fplugin-arg-ftpad-exit=1",
+         "-pthread", "-o", out, src])
+    return out
 
 
 def exec_ranges(pid):

@@ -23,9 +23,9 @@ import time
 
 import pytest
 
-from attachtest import (Attach, assert_text_unchanged, libftpad_maps, read_ranges,
-                        require_attach, text_snapshot, thread_states)
-from ftpadtest import FTPAD_BIN, PLUGIN, ROOT, run
+from attachtest import (Attach, assert_text_unchanged, attach_program, libftpad_maps,
+                        read_ranges, text_snapshot, thread_states)
+from ftpadtest import FTPAD_BIN, ROOT
 from test_record import Trace
 
 SERVER = ROOT / "tests" / "src" / "attach" / "server.c"
@@ -35,11 +35,7 @@ PROGRESS = ("accepts", "reads", "sleeps", "trips")
 
 @pytest.fixture(scope="module")
 def server_exe(tmp_path_factory):
-    require_attach()
-    out = tmp_path_factory.mktemp("attach") / "server"
-    run(["gcc", "-O2", "-Wall", "-Werror", f"-fplugin={PLUGIN}", "-fplugin-arg-ftpad-exit=1",
-         "-pthread", "-o", out, SERVER])
-    return out
+    return attach_program(tmp_path_factory, SERVER, "server")
 
 
 def fields(line):

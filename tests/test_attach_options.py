@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from attachtest import libftpad_maps, require_attach, text_snapshot, assert_text_unchanged
-from ftpadtest import FTPAD_BIN, PLUGIN, ROOT, run
+from attachtest import attach_program, assert_text_unchanged, libftpad_maps, text_snapshot
+from ftpadtest import FTPAD_BIN, ROOT, run
 from test_record import SUMMARY, Trace
 
 SRC = ROOT / "tests" / "src" / "attach" / "levels.c"
@@ -23,11 +23,7 @@ LEVELS = ("level1", "level2", "level3", "level4")
 
 @pytest.fixture(scope="module")
 def levels_exe(tmp_path_factory):
-    require_attach()
-    out = tmp_path_factory.mktemp("levels") / "levels"
-    run(["gcc", "-O2", "-Wall", "-Werror", f"-fplugin={PLUGIN}", "-fplugin-arg-ftpad-exit=1",
-         "-pthread", "-o", out, SRC])
-    return out
+    return attach_program(tmp_path_factory, SRC, "levels")
 
 
 class Levels:
