@@ -174,8 +174,12 @@ def test_notrace_removes_exactly_its_functions(boots):
 
 # Lines that two boots of one kernel under TCG print or not as the host's
 # load has it (calibrations and watchdogs against the emulated timers).
+# When the TSC cannot be calibrated against the PIT, the TSC is marked
+# unstable and tracing's four-line "Unstable clock detected" message follows.
 TIMING = re.compile(r"APIC timer|TSC|tsc|clocksource|input: |hrtimer|sched_clock|"
-                    r"timekeeping|jiffies|Calibrating|BogoMIPS")
+                    r"timekeeping|jiffies|Calibrating|BogoMIPS|"
+                    r"Unstable clock detected|keep using the local clock|"
+                    r"\"trace_clock=local\"|^on the kernel command line$")
 
 
 def normalized(console):
