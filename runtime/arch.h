@@ -149,15 +149,15 @@ void ftpad_arch_exit_stub_fill(uint8_t *buf, uintptr_t at,
 int ftpad_arch_batch_write(struct ftpad_batch *b) FTPAD_HIDDEN;
 
 /*
- * Around a change of this thread's signal mask to set (maskhooks.c):
- * whether it may block the signal a batch traps with, in which case it
- * first waits until no such batch is being written, and
- * ftpad_arch_mask_exit() must follow the change.  (x86_64: SIGTRAP,
- * whose int3 would kill a thread that blocks it; aarch64 traps nothing.)
+ * A change of this thread's signal mask to set (maskhooks.c): whether it
+ * may block the signal a batch traps with (x86_64: SIGTRAP, whose int3
+ * would kill a thread that blocks it; aarch64 traps nothing), and, called
+ * with every signal blocked, the wait until no batch that traps is being
+ * written.
  */
-bool ftpad_arch_mask_enter(const sigset_t *set) FTPAD_HIDDEN;
-void ftpad_arch_mask_exit(void) FTPAD_HIDDEN;
-/* In a forked child: forget the other threads' part in the above. */
+bool ftpad_arch_mask_may_trap(const sigset_t *set) FTPAD_HIDDEN;
+void ftpad_arch_mask_wait(void) FTPAD_HIDDEN;
+/* In a forked child: no batch that another thread was writing. */
 void ftpad_arch_fork_child(void) FTPAD_HIDDEN;
 
 /* Where the n-th integer argument is saved: its register's slot in regs,

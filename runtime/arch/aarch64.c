@@ -689,13 +689,13 @@ void ftpad_trampoline_at_exit(unsigned long site, unsigned long parent_ip,
 }
 
 /* Nothing traps while aarch64 patches (arch.h). */
-bool ftpad_arch_mask_enter(const sigset_t *set)
+bool ftpad_arch_mask_may_trap(const sigset_t *set)
 {
 	(void)set;
 	return false;
 }
 
-void ftpad_arch_mask_exit(void)
+void ftpad_arch_mask_wait(void)
 {
 }
 

@@ -803,54 +803,45 @@ static int choose_protocol(struct ftpad_batch *b, bool *direct, bool *guard)
 
 /*
  * A thread that blocks SIGTRAP with pthread_sigmask after its mask was
- * read, and then runs into an int3 of the batch, is killed.  So from
- * before the masks are read until an int3 batch is written, a change that
- * may block SIGTRAP waits (maskhooks.c, in libftpad.so), and the patching
- * thread waits for those already under way: each side announces itself,
- * then looks at the other (both sequentially consistent), so at least one
- * sees the other.
+ * read, and then runs into an int3 of the batch, is killed.  So a change
+ * that may block SIGTRAP first blocks every signal (maskhooks.c; the
+ * thread runs no padded code meanwhile), then waits here until no int3
+ * batch is being written, and only then sets the mask asked for.  The
+ * batch announces itself (trap_batch) before it reads any mask, both
+ * sequentially consistent: a batch that started before the change's look
+ * is waited out; one that starts after reads SIGTRAP blocked and writes
+ * without int3.  No count of the threads inside a change: a fork from a
+ * signal handler in between would leave the child's count wrong for ever
+ * (an earlier version hung tests/runtime/env_forksig.c).
  */
 static int trap_batch;            /* atomic, a futex word: 1 from the look to the last write */
-static int maskers;               /* atomic: threads inside a change that may block SIGTRAP */
 static __thread bool batch_here;  /* this thread writes the batch: its changes never wait */
-static __thread bool masking_here; /* this thread is counted in maskers */
 
-bool ftpad_arch_mask_enter(const sigset_t *set)
+bool ftpad_arch_mask_may_trap(const sigset_t *set)
 {
-	if (batch_here || sigismember(set, SIGTRAP) != 1)
-		return false;
-	for (;;) {
-		__atomic_fetch_add(&maskers, 1, __ATOMIC_SEQ_CST);
-		if (!__atomic_load_n(&trap_batch, __ATOMIC_SEQ_CST))
-			return masking_here = true;
-		__atomic_fetch_sub(&maskers, 1, __ATOMIC_SEQ_CST);
-		while (__atomic_load_n(&trap_batch, __ATOMIC_ACQUIRE))
-			syscall(SYS_futex, &trap_batch, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
-	}
+	return sigismember(set, SIGTRAP) == 1;
 }
 
-void ftpad_arch_mask_exit(void)
+void ftpad_arch_mask_wait(void)
 {
-	masking_here = false;
-	__atomic_fetch_sub(&maskers, 1, __ATOMIC_SEQ_CST);
+	while (!batch_here && __atomic_load_n(&trap_batch, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &trap_batch, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* In a forked child, the one thread left: the counts of the threads that
- * are gone would make the next batch, or the next change, wait forever. */
+/* In a forked child, the one thread left: a batch another thread was
+ * writing is not the child's. */
 void ftpad_arch_fork_child(void)
 {
-	maskers = masking_here;
 	if (!batch_here)
 		trap_batch = 0;
 }
 
-/* From here until trap_batch_end(), no thread newly blocks SIGTRAP. */
+/* From here until trap_batch_end(), a thread that comes to block SIGTRAP
+ * waits first (ftpad_arch_mask_wait()). */
 static void trap_batch_begin(void)
 {
 	batch_here = true;
 	__atomic_store_n(&trap_batch, 1, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&maskers, __ATOMIC_SEQ_CST))
-		sched_yield();
 }
 
 static void trap_batch_end(void)
