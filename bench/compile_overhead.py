@@ -29,7 +29,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VERSION = "2.40"
 TARBALL = pathlib.Path(f"/usr/src/binutils/binutils-{VERSION}.tar.xz")
-CACHE = pathlib.Path(f"/var/cache/ftpad/binutils-{VERSION}")
+CACHE = pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / f"binutils-{VERSION}"
 CONFIGURE = ["--disable-gdb", "--disable-gdbserver", "--disable-sim", "--disable-gprofng",
              "--disable-nls", "--disable-werror", "--without-debuginfod", "--disable-plugins"]
 GOAL = 1.02

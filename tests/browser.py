@@ -28,7 +28,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # speedscope, pinned: its DOM (the view tabs, the sandwich table) is what the
 # tests read, so a new version is a deliberate change here.
 SPEEDSCOPE_VERSION = "1.25.0"
-NPM_CACHE = pathlib.Path(os.environ.get("FTPAD_NPM_CACHE", "/var/cache/ftpad/npm"))
+NPM_CACHE = pathlib.Path(os.environ.get("FTPAD_NPM_CACHE", pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / "npm"))
 
 # How long to wait for the browser to start or a page to get ready.  A
 # limit on waiting, not a measure: nothing asserts on how long it took.

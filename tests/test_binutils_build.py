@@ -20,7 +20,7 @@ from test_gcc_plugin_x86_64 import check_site
 
 VERSION = "2.40"
 TARBALL = pathlib.Path(f"/usr/src/binutils/binutils-{VERSION}.tar.xz")
-CACHE = pathlib.Path(f"/var/cache/ftpad/binutils-{VERSION}")
+CACHE = pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / f"binutils-{VERSION}"
 # The C runtime's own functions, linked in from crt*.o, which the plugin
 # never compiled.
 CRT = {"_start", "_init", "_fini", "deregister_tm_clones", "register_tm_clones",

@@ -64,7 +64,7 @@ OWNED = {"libftpad.so.1.0.0": "libftpad1", "ftpad.h": "libftpad-dev"}
 # The chroot: Debian 12 with the compiler and what the packages need.
 SUITE = "bookworm"
 CHROOT_PACKAGES = ["gcc", "gcc-12", "libc6-dev", "libstdc++6", "libelf1"]
-CHROOT_CACHE = pathlib.Path(os.environ.get("FTPAD_CHROOT_CACHE", "/var/cache/ftpad/chroot"))
+CHROOT_CACHE = pathlib.Path(os.environ.get("FTPAD_CHROOT_CACHE", pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / "chroot"))
 # The packages a user of the GCC plugin installs (clang-14 would add ~500 MB).
 CHROOT_DEBS = ["ftpad", "gcc-12-plugin-ftpad", "libftpad1", "libftpad-dev"]
 

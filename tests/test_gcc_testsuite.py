@@ -21,6 +21,7 @@ With the plugin loaded and the tests unchanged:
    hook before and after the label, ENDBR and BTI included.
  - Where a test pads through -fpatchable-function-entry alone, the plugin's
    layout replaces GCC's for the functions it pads."""
+import os
 import pathlib
 import re
 import shlex
@@ -34,7 +35,7 @@ from elftools.elf.elffile import ELFFile
 from ftpadtest import A64_PLUGIN, PLUGIN, plugin_flags, run
 
 TARBALL = pathlib.Path("/usr/src/gcc-12/gcc-12.2.0-dfsg.tar.xz")
-CACHE = pathlib.Path("/var/cache/ftpad/gcc-12.2.0-testsuite")
+CACHE = pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / "gcc-12.2.0-testsuite"
 MEMBERS = ["c-c++-common/patchable_function_entry-*.c", "gcc.target/aarch64/pr92424-*.c",
            "gcc.target/i386/pr93492-*.c"]
 X86 = ("gcc", PLUGIN)

@@ -49,7 +49,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-CACHE = pathlib.Path(os.environ.get("FTPAD_KCACHE", "/var/cache/ftpad/kbuild"))
+CACHE = pathlib.Path(os.environ.get("FTPAD_KCACHE", pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / "kbuild"))
 TARBALL = pathlib.Path("/usr/src/linux-source-6.12.tar.xz")
 SPECS_SH = ROOT / "kbuild" / "ftpad-specs.sh"
 KEEP_SH = HERE / "recordmcount-keep.sh"
