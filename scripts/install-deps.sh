@@ -10,6 +10,8 @@ packages=(
   cmake make g++ gcc-12-plugin-dev libelf-dev pkg-config
   # tests: real bytes and real linkers
   binutils lld python3-pytest python3-pyelftools python3-capstone
+  # make check's two pytest workers (scripts/run-tests.sh)
+  python3-pytest-xdist
   # the aarch64 GCC plugin and its tests: the cross compilers, their plugin
   # headers, a static aarch64 libc, and qemu to run the programs
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
