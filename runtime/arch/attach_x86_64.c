@@ -29,40 +29,44 @@
 
 const int attach_elf_machine = EM_X86_64;
 const long attach_futex_syscall = SYS_futex;
+const unsigned attach_red_zone = 128;
 
-int attach_get_regs(pid_t tid, struct user_regs_struct *regs)
+int attach_get_regs(pid_t tid, attach_regs *regs)
 {
 	return ptrace(PTRACE_GETREGS, tid, NULL, regs) ? -1 : 0;
 }
 
-int attach_set_regs(pid_t tid, const struct user_regs_struct *regs)
+int attach_set_regs(pid_t tid, const attach_regs *regs)
 {
 	return ptrace(PTRACE_SETREGS, tid, NULL, regs) ? -1 : 0;
 }
 
-uint64_t attach_pc(const struct user_regs_struct *regs)
+uint64_t attach_pc(const attach_regs *regs)
 {
 	return regs->rip;
 }
 
-uint64_t attach_sp(const struct user_regs_struct *regs)
+uint64_t attach_sp(const attach_regs *regs)
 {
 	return regs->rsp;
 }
 
-long attach_syscall(const struct user_regs_struct *regs)
+long attach_syscall(const attach_regs *regs)
 {
 	return (long)regs->orig_rax;
 }
 
-bool attach_restart_block(const struct user_regs_struct *regs)
+bool attach_restart_block(const attach_regs *regs)
 {
 	return (long)regs->orig_rax >= 0 && (long)regs->rax == -ERESTART_RESTARTBLOCK;
 }
 
-uint64_t attach_saved_regs(const struct user_regs_struct *regs, uint64_t out[AB_REGS_SIZE / 8])
+uint64_t attach_saved_regs(const attach_regs *regs, uint64_t out[AB_REGS_SIZE / 8],
+			   void *xstate)
 {
 	uint64_t rax = regs->rax, rip = regs->rip;
+
+	(void)xstate; /* XRSTOR reads it as the kernel gave it */
 
 	/* What the kernel would do on the way out with no handler to run:
 	 * the stub's registers carry orig_rax = -1, so it does nothing, and
@@ -103,8 +107,8 @@ uint64_t attach_saved_regs(const struct user_regs_struct *regs, uint64_t out[AB_
 	return rip;
 }
 
-void attach_stub_regs(const struct user_regs_struct *regs, uint64_t stub, uint64_t block,
-		      struct user_regs_struct *out)
+void attach_stub_regs(const attach_regs *regs, uint64_t stub, uint64_t block,
+		      attach_regs *out)
 {
 	*out = *regs; /* segment registers, fs_base (TLS) and gs_base stay */
 	out->rip = stub;

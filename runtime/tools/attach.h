@@ -16,6 +16,18 @@
 
 #include "attach_block.h"
 
+/* A stopped thread's registers, as the arch's hooks read and write them. */
+#if defined(__x86_64__)
+typedef struct user_regs_struct attach_regs;
+#elif defined(__aarch64__)
+typedef struct {
+	struct user_regs_struct r; /* NT_PRSTATUS: x0-x30, sp, pc, pstate */
+	long syscall;              /* the call the svc at pc makes (x8), or -1 */
+} attach_regs;
+#else
+#error "ftpad attach has no hooks for this architecture (runtime/arch/attach_<arch>.c)"
+#endif
+
 /* How long the stub's dlopen and ftpad_attach_start may take. */
 #define ATTACH_LOAD_TIMEOUT_MS 60000
 
@@ -27,32 +39,37 @@ extern const int attach_elf_machine;
 /* The system call that waits on a futex (a thread blocked in it may be
  * waiting for a lock the stub's dlopen needs). */
 extern const long attach_futex_syscall;
+/* Bytes below the stack pointer that the ABI lets code use without moving
+ * it (x86_64: 128; AAPCS64: none): the block goes below them. */
+extern const unsigned attach_red_zone;
 
 /* The stub's bytes, in this tool (attach_stub_<arch>.S); the slot is where
  * the thread's own pc goes. */
 extern const unsigned char ftpad_attach_stub[], ftpad_attach_stub_slot[],
 	ftpad_attach_stub_end[];
 
-int attach_get_regs(pid_t tid, struct user_regs_struct *regs);
-int attach_set_regs(pid_t tid, const struct user_regs_struct *regs);
-uint64_t attach_pc(const struct user_regs_struct *regs);
-uint64_t attach_sp(const struct user_regs_struct *regs);
+int attach_get_regs(pid_t tid, attach_regs *regs);
+int attach_set_regs(pid_t tid, const attach_regs *regs);
+uint64_t attach_pc(const attach_regs *regs);
+uint64_t attach_sp(const attach_regs *regs);
 /* The system call the thread was stopped in, or -1. */
-long attach_syscall(const struct user_regs_struct *regs);
+long attach_syscall(const attach_regs *regs);
 /* Stopped in a call that restarts through restart_syscall (nanosleep,
  * futex with a timeout...): such a thread is chosen last, since the stub's
  * own calls may replace the kernel's restart record. */
-bool attach_restart_block(const struct user_regs_struct *regs);
+bool attach_restart_block(const attach_regs *regs);
 
-/* The registers the stub restores, into the block's AB_REGS area, with the
+/* The registers the stub restores, into the block's AB_REGS area (or, on
+ * aarch64, into xstate, the frame attach_get_xstate made), with the
  * kernel's syscall-restart rule applied (the interrupted call is made
  * again); returns the pc the stub jumps back to. */
-uint64_t attach_saved_regs(const struct user_regs_struct *regs, uint64_t out[AB_REGS_SIZE / 8]);
+uint64_t attach_saved_regs(const attach_regs *regs, uint64_t out[AB_REGS_SIZE / 8], void *xstate);
 /* The registers that start the stub at stub with the block at block. */
-void attach_stub_regs(const struct user_regs_struct *regs, uint64_t stub, uint64_t block,
-		      struct user_regs_struct *out);
+void attach_stub_regs(const attach_regs *regs, uint64_t stub, uint64_t block,
+		      attach_regs *out);
 
-/* The thread's extended state (x86_64: XSAVE area) into buf: its length,
+/* The thread's extended state (x86_64: XSAVE area; aarch64: a signal
+ * frame with its FP/SIMD state, for rt_sigreturn) into buf: its length,
  * or -1 with errno; *features: what the stub restores of it. */
 ssize_t attach_get_xstate(pid_t tid, void *buf, size_t size, uint64_t *features);
 /* The largest extended state the kernel gives. */
@@ -72,7 +89,7 @@ struct thread {
 	pid_t tid;
 	bool stopped, usable; /* usable: stopped by our interrupt, not by a signal */
 	int signal;           /* a signal it stopped for, given back at detach */
-	struct user_regs_struct regs;
+	attach_regs regs;
 };
 
 /* What the checks found about the process, and what getting in changed. */

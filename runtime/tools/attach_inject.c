@@ -25,7 +25,6 @@
 
 #include "attach.h"
 
-#define RED_ZONE	128
 #define STACK_ROOM	(32 << 10) /* below the block, for dlopen's frames */
 /* A program that spends most of its time in libc is often seen outside a
  * safe point: objdump printing missed 5 looks in a row within 9 attaches.
@@ -204,7 +203,7 @@ static int safe_rank(const struct target *t, const struct thread *th)
  * inside the stack's mapping with room for the stub's calls below. */
 static uint64_t block_address(const struct target *t, const struct thread *th, size_t size)
 {
-	uint64_t sp = attach_sp(&th->regs), block = (sp - RED_ZONE - size) & ~63ull;
+	uint64_t sp = attach_sp(&th->regs), block = (sp - attach_red_zone - size) & ~63ull;
 	const struct mapping *m = attach_mapping_at(t, sp - 1);
 	bool grows = m && !strcmp(m->path, "[stack]");
 
@@ -273,7 +272,7 @@ static uint64_t fill_block(struct target *t, struct thread *th, struct block_ima
 	if (xlen < 0)
 		return 0;
 	b->size = b->xstate + (size_t)xlen;
-	pc = attach_saved_regs(&th->regs, regs);
+	pc = attach_saved_regs(&th->regs, regs, b->data + b->xstate);
 	memcpy(b->data + AB_REGS, regs, sizeof(regs));
 	put64(b, AB_DLOPEN, t->dlopen);
 	put64(b, AB_DLSYM, t->dlsym);
@@ -440,7 +439,7 @@ void attach_restore_slack(struct target *t)
 static int try_get_in(struct target *t, const char *request, size_t request_len)
 {
 	struct block_image b = { 0 };
-	struct user_regs_struct stub_regs;
+	attach_regs stub_regs;
 	struct thread *th;
 	uint64_t pc;
 	int err = stop_all(t);
