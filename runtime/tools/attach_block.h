@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The block ftpad attach writes below the chosen thread's red zone, read
- * by the loader stub (runtime/arch/attach_stub_<arch>.S) and by the tool
- * (attach.h's struct attach_block, checked against these offsets).  Plain
- * numbers, so that the assembler reads them too.
+ * The block ftpad attach writes below the chosen thread's red zone (if its
+ * ABI has one), read by the loader stub (runtime/arch/attach_stub_<arch>.S)
+ * and by the tool (attach.h's struct attach_block, checked against these
+ * offsets).  Plain numbers, so that the assembler reads them too.
  */
 #ifndef FTPAD_TOOLS_ATTACH_BLOCK_H
 #define FTPAD_TOOLS_ATTACH_BLOCK_H
@@ -49,5 +49,11 @@
 #define AB_R15		120
 #define AB_RFLAGS	128
 #define AB_RIP		136
+
+/* aarch64: AB_XSTATE is a signal frame (struct rt_sigframe: a siginfo,
+ * then a ucontext) for rt_sigreturn; the stub fills in these two parts of
+ * it (runtime/arch/attach_aarch64.c checks the offsets). */
+#define AB_A64_UC_STACK		144	/* stack_t: the alternate signal stack */
+#define AB_A64_UC_SIGMASK	168	/* the kernel's 8-byte signal mask */
 
 #endif
