@@ -18,6 +18,7 @@ STARTED = re.compile(r"^ftpad: attached to process \d+")
 
 def require_attach():
     if platform.machine() != "x86_64":
+        # aarch64's is tested in the arm64 QEMU machine: test_attach_aarch64.py.
         pytest.skip("ftpad attach is tested natively on x86_64 only")
     for p in (PLUGIN, FTPAD_BIN, LIBFTPAD_SO):
         if not p.exists():
