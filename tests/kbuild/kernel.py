@@ -460,13 +460,14 @@ def initramfs(arch, workdir):
     return cpio
 
 
-def boot(arch, out, workdir, timeout=400, append="", qemu_extra=()):
+def boot(arch, out, workdir, timeout=400, append="", qemu_extra=(), cpio=None):
     """Boot the image under TCG, with `append` added to the kernel command
-    line and `qemu_extra` to QEMU's; return (console text, seconds)."""
+    line and `qemu_extra` to QEMU's; return (console text, seconds).  The
+    initramfs is initramfs()'s unless `cpio` names another."""
     a = ARCHES[arch]
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    cpio = initramfs(arch, workdir)
+    cpio = cpio or initramfs(arch, workdir)
     cmd = [a["qemu"], "-accel", "tcg", "-nographic", "-no-reboot", *a["qemu_args"], *qemu_extra,
            "-kernel", out / a["image"], "-initrd", cpio,
            "-append", f"console={a['console']} panic=-1 printk.time=1 {append}".rstrip()]
