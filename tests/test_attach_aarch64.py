@@ -18,7 +18,11 @@ filtered, --graph) and prints what it saw, each line "A64: ...".  Here:
   each detach;
 - each parked round's trace (read in the guest by `ftpad report`) holds
   exactly the calls the server counted between its two parks, of the
-  chosen functions only, with nothing lost."""
+  chosen functions only, with nothing lost;
+- a process whose one thread is in an SVE loop (-cpu max: 512-bit
+  vectors) is refused (no thread at a safe point: the stub's frame has no
+  SVE record), and its sums stay right; skipped while the kernel has no
+  CONFIG_ARM64_SVE (tinyconfig's default)."""
 import pathlib
 import re
 import shutil
@@ -51,6 +55,8 @@ def initramfs(workdir):
         (root / d).mkdir(parents=True, exist_ok=True)
     run([CC, "-O2", "-Wall", "-Werror", f"-fplugin={A64_PLUGIN}", "-fplugin-arg-ftpad-exit=1",
          "-pthread", "-o", root / "server", SRC / "server.c"])
+    run([CC, "-O2", "-Wall", "-Werror", "-march=armv8.2-a+sve", f"-fplugin={A64_PLUGIN}",
+         "-o", root / "sve_spin", SRC / "sve_spin.c"])
     run([CC, "-static", "-O2", "-Wall", "-Werror", "-o", root / "init",
          SRC / "guest_aarch64.c"])
     shutil.copy(A64_FTPAD, root / "ftpad" / "bin" / "ftpad")
@@ -149,3 +155,14 @@ def test_free_round_traced_the_hot_loops(console):
     for name in ("work_add", "work_nest", "spare_fn"):
         assert calls.get(name, 0) > 0, calls
     assert calls.get("fail", 0) == 0
+
+
+def test_a_thread_with_live_sve_state_is_never_chosen(console):
+    if "sve absent" in console:
+        pytest.skip("the arm64 -Os test kernel has no CONFIG_ARM64_SVE")
+    lanes = int(one(console, "sve ready ").split("lanes=")[1])
+    assert lanes > 2, "the guest's SVE vectors are 128 bits: nothing to lose"
+    tool = [ln for ln in console if ln.startswith("tool ") and "no thread at a safe point" in ln]
+    assert tool and one(console, "tool-exit sve ") == "1", console[-12:]
+    assert re.fullmatch(r"rounds=[1-9]\d* errors=0 lanes=\d+", one(console, "sve sve ")), console
+    assert one(console, "sve-exit ") == "0"

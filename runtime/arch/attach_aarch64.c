@@ -26,6 +26,14 @@
 #include "attach.h"
 
 #define INSN_SVC_0	0xd4000001u
+/* The regsets' numbers (elf.h may lack the SME ones) and their header
+ * (asm/ptrace.h's user_sve_header and user_za_header, which clash with
+ * glibc's sys/ptrace.h). */
+#define REGSET_SVE	0x405
+#define REGSET_SSVE	0x40b
+#define REGSET_ZA	0x40c
+#define SVE_PT_REGS_SVE	1	/* the payload is SVE registers: live */
+#define ZA_PT_ZA_OFFSET	16	/* a header alone: ZA is off */
 #define PSR_BTYPE_MASK	0x00000c00ull
 #define PSR_SS_BIT	0x00200000ull
 
@@ -60,6 +68,34 @@ static long call_at(pid_t tid, uint64_t pc, uint64_t x8)
 	return (uint32_t)((uint64_t)word >> (pc & 4 ? 32 : 0)) == INSN_SVC_0 ? (long)x8 : -1;
 }
 
+struct vector_header {
+	uint32_t size, max_size;
+	uint16_t vl, max_vl, flags, reserved;
+};
+
+/* The header of one of the vector regsets; zeroes where the CPU or the
+ * kernel has none. */
+static struct vector_header vector_header(pid_t tid, long regset)
+{
+	struct vector_header h = { 0 };
+	struct iovec iov = { &h, sizeof(h) };
+
+	if (ptrace(PTRACE_GETREGSET, tid, (void *)regset, &iov))
+		memset(&h, 0, sizeof(h));
+	return h;
+}
+
+/* State that the frame's FP/SIMD record would not give back: SVE
+ * registers wider than 128 bits while live (a system call discards them:
+ * not live for a thread in one), streaming mode (which rt_sigreturn
+ * would end, and in which the stub's calls could not run) and ZA. */
+static bool vector_state(pid_t tid, long syscall)
+{
+	return (syscall < 0 && vector_header(tid, REGSET_SVE).flags & SVE_PT_REGS_SVE) ||
+	       vector_header(tid, REGSET_SSVE).flags & SVE_PT_REGS_SVE ||
+	       vector_header(tid, REGSET_ZA).size > ZA_PT_ZA_OFFSET;
+}
+
 int attach_get_regs(pid_t tid, attach_regs *regs)
 {
 	struct iovec iov = { &regs->r, sizeof(regs->r) };
@@ -72,6 +108,7 @@ int attach_get_regs(pid_t tid, attach_regs *regs)
 	 * the syscall number is already forgotten (NT_ARM_SYSTEM_CALL reads
 	 * -1).  The svc at pc is what says the thread is in a call. */
 	regs->syscall = call_at(tid, regs->r.pc, regs->r.regs[8]);
+	regs->vector_state = vector_state(tid, regs->syscall);
 	return 0;
 }
 
@@ -114,6 +151,11 @@ bool attach_restart_block(const attach_regs *regs)
 	       regs->syscall == SYS_futex;
 }
 
+bool attach_can_restore(const attach_regs *regs)
+{
+	return !regs->vector_state;
+}
+
 uint64_t attach_saved_regs(const attach_regs *regs, uint64_t out[AB_REGS_SIZE / 8],
 			   void *xstate)
 {
@@ -150,10 +192,9 @@ void attach_stub_regs(const attach_regs *regs, uint64_t stub, uint64_t block, at
 /* The signal frame rt_sigreturn restores the thread from: its FP/SIMD
  * registers now (a record the kernel requires), the terminator, and room
  * for attach_saved_regs' registers.  The signal mask and the alternate
- * stack are the stub's to fill, as they are when it returns.  No SVE
- * record: a thread whose SVE state is live gets back its FP/SIMD part only
- * (the low 128 bits of each Z register); one stopped in a call has none
- * live (a syscall discards it). */
+ * stack are the stub's to fill, as they are when it returns.  No SVE or
+ * SME record: a thread with such state is never chosen
+ * (attach_can_restore). */
 ssize_t attach_get_xstate(pid_t tid, void *buf, size_t size, uint64_t *features)
 {
 	struct frame *f = buf;

@@ -61,6 +61,12 @@ bool attach_restart_block(const attach_regs *regs)
 	return (long)regs->orig_rax >= 0 && (long)regs->rax == -ERESTART_RESTARTBLOCK;
 }
 
+bool attach_can_restore(const attach_regs *regs)
+{
+	(void)regs;
+	return true; /* XRSTOR puts back every part XCR0 enables */
+}
+
 uint64_t attach_saved_regs(const attach_regs *regs, uint64_t out[AB_REGS_SIZE / 8],
 			   void *xstate)
 {

@@ -23,6 +23,7 @@ typedef struct user_regs_struct attach_regs;
 typedef struct {
 	struct user_regs_struct r; /* NT_PRSTATUS: x0-x30, sp, pc, pstate */
 	long syscall;              /* the call the svc at pc makes (x8), or -1 */
+	bool vector_state;         /* SVE live, streaming mode or ZA on */
 } attach_regs;
 #else
 #error "ftpad attach has no hooks for this architecture (runtime/arch/attach_<arch>.c)"
@@ -58,6 +59,10 @@ long attach_syscall(const attach_regs *regs);
  * futex with a timeout...): such a thread is chosen last, since the stub's
  * own calls may replace the kernel's restart record. */
 bool attach_restart_block(const attach_regs *regs);
+
+/* The thread's state is all of a kind the stub restores (aarch64: no
+ * live SVE state outside a call, not in streaming mode, ZA off). */
+bool attach_can_restore(const attach_regs *regs);
 
 /* The registers the stub restores, into the block's AB_REGS area (or, on
  * aarch64, into xstate, the frame attach_get_xstate made), with the

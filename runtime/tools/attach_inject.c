@@ -186,7 +186,7 @@ static int safe_rank(const struct target *t, const struct thread *th)
 {
 	long nr = attach_syscall(&th->regs);
 
-	if (!th->stopped || !th->usable || th->signal)
+	if (!th->stopped || !th->usable || th->signal || !attach_can_restore(&th->regs))
 		return -1;
 	if (attach_pc(&th->regs) >= t->slack_start && attach_pc(&th->regs) < t->slack_end)
 		return -1; /* in the stub of an earlier attach, killed */

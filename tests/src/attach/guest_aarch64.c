@@ -11,7 +11,9 @@
  *   free    running, attach with no filter --duration 2 (the stub may run
  *           on a hot thread in the program's own code);
  *   exact2  as exact1, with --graph: a second attach to a process whose
- *           libftpad is loaded already.
+ *           libftpad is loaded already;
+ *   sve     /sve_spin (tests/src/attach/sve_spin.c), whose one thread is
+ *           nearly always in an SVE loop: attach must say no.
  *
  * It prints what the host checks, each line "A64: ...": the server's own
  * lines (its parked counts, its status, its final line), the tool's
@@ -26,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/socket.h>
@@ -300,6 +304,38 @@ static void exact_round(const char *round, char **args, struct status *st)
 	report(round);
 }
 
+/* /sve_spin, one thread nearly always in an SVE loop: attach must refuse
+ * it (the stub's frame would not give its Z registers back), and its
+ * sums must stay right. */
+static void sve_round(void)
+{
+	char *argv[] = { "/sve_spin", "/tmp/sve.stop", NULL }, *args[] = { "--duration", "1", NULL };
+	char line[256];
+	int fd, st = 0;
+	struct tool t;
+	pid_t saved = server;
+	FILE *out;
+
+	if (!(getauxval(AT_HWCAP) & HWCAP_SVE)) {
+		printf("A64: sve absent\n"); /* the kernel has no CONFIG_ARM64_SVE */
+		return;
+	}
+	server = spawn(argv, -1, &fd, 1);
+	out = fdopen(fd, "r");
+	if (fgets(line, sizeof(line), out))
+		say_line("sve", line);
+	sleep(1);
+	t = attach("sve", args);
+	finish("sve", &t, 0);
+	close(open("/tmp/sve.stop", O_CREAT | O_WRONLY, 0644));
+	while (fgets(line, sizeof(line), out))
+		say_line("sve", line);
+	fclose(out);
+	waitpid(server, &st, 0);
+	printf("A64: sve-exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	server = saved;
+}
+
 int main(void)
 {
 	char *exact1[] = { "-F", "work_*", NULL };
@@ -347,6 +383,7 @@ int main(void)
 		say_line("server", line);
 	waitpid(server, &ws, 0);
 	printf("A64: server-exit %d\n", WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+	sve_round();
 off:
 	printf("A64: done\n");
 	sync();
