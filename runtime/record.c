@@ -128,6 +128,11 @@ TLS struct rthread *self __asm__("ftpad_record_self") FTPAD_HIDDEN;
 struct ftpad_ops *ftpad_record_fast_ops FTPAD_HIDDEN;
 uint32_t ftpad_record_fast_limit FTPAD_HIDDEN;
 
+/* The session patches exit sites (record, attach --graph).  Without, every
+ * site is written `noexit`: the trace holds entries only, and a viewer
+ * that expected exits would close each frame as unwound. */
+static bool exits_recorded;
+
 /* --depth (0: every depth) and --time-filter (0: every call, else ticks). */
 static uint32_t max_depth;
 static uint64_t min_ticks;
@@ -507,7 +512,7 @@ static void write_site_lines(const struct ftpad_module *m, uint32_t base)
 	for (size_t i = 0; i < m->nsites; i++) {
 		const struct ftpad_site *s = &m->sites[i];
 		const char *kind = kind_word(s), *name = s->name ? s->name : "";
-		const char *flags = ftpad_site_entries_only(s) ? "noexit" : "-";
+		const char *flags = !exits_recorded || ftpad_site_entries_only(s) ? "noexit" : "-";
 		size_t name_len = strlen(name);
 		/* id, kind, address, flags, name, path and their separators */
 		size_t len = 10 + strlen(kind) + 18 + strlen(flags) + name_len + path_len + 6;
@@ -1431,6 +1436,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	__atomic_store_n(&stopping, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&ended, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&started, 1, __ATOMIC_RELEASE);
+	exits_recorded = exits;
 	publish_modules();
 	err = register_record_ops(exits);
 	if (err)

@@ -101,6 +101,26 @@ def test_without_depth_every_level_is_there(levels, tmp_path):
     levels.finish()
 
 
+def test_without_graph_the_viewers_show_entries_only(levels, tmp_path):
+    """Without --graph the trace holds entries only, although levels.c has
+    exit sites: every site is written `noexit`, so `ftpad report` marks each
+    function "(entry only)" and never closes a frame as unwound (it showed
+    every call unwound, with made-up times).  With --graph, exits again."""
+    attach(levels.pid, tmp_path / "entries", "-F", "level*")
+    sites = (tmp_path / "entries").glob("*/sites")
+    flags = {ln.split("\t")[3] for f in sites for ln in f.read_text().splitlines()}
+    assert flags == {"noexit"}, flags
+    report = run([FTPAD_BIN, "report", tmp_path / "entries"]).stdout
+    rows = [ln for ln in report.splitlines() if re.search(r"\blevel\d\b", ln)]
+    assert len(rows) == len(LEVELS) and all("(entry only)" in r for r in rows), report
+    assert "unwound" not in report, report
+    image, _ = attach(levels.pid, tmp_path / "graph", "-F", "level*", "--graph")
+    assert set(exits(image)) == set(LEVELS), exits(image)
+    report = run([FTPAD_BIN, "report", tmp_path / "graph"]).stdout
+    assert "entry only" not in report, report
+    levels.finish()
+
+
 @pytest.mark.parametrize("command", [("attach",), ("record", "-p")], ids=["attach", "record-p"])
 def test_time_filter_keeps_only_the_long_calls(levels, tmp_path, command):
     """slow_call sleeps 20 ms, fast_call returns at once: with
