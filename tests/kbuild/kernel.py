@@ -49,7 +49,9 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-CACHE = pathlib.Path(os.environ.get("FTPAD_KCACHE", pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / "kbuild"))
+# FTPAD_CACHE moves every cache of the tests (make check cold: an empty one).
+CACHE_ROOT = pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad"))
+CACHE = pathlib.Path(os.environ.get("FTPAD_KCACHE", CACHE_ROOT / "kbuild"))
 TARBALL = pathlib.Path("/usr/src/linux-source-6.12.tar.xz")
 SPECS_SH = ROOT / "kbuild" / "ftpad-specs.sh"
 KEEP_SH = HERE / "recordmcount-keep.sh"
