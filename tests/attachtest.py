@@ -88,8 +88,11 @@ def thread_states(pid):
     """{tid: state letter} of process PID's threads (T/t: stopped)."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/stat") as f:
-            out[int(tid)] = f.read().rsplit(")", 1)[1].split()[0]
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                out[int(tid)] = f.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended since the listing (the servers make and end threads)
     return out
 
 
