@@ -588,6 +588,8 @@ void ftpad_tracer_start(void) FTPAD_HIDDEN;
 void ftpad_record_start(void) FTPAD_HIDDEN;
 /* Write every buffered event now: an exec comes (exechooks.c). */
 void ftpad_record_before_exec(void) FTPAD_HIDDEN;
+/* ... and the end: _exit() skips the destructors (exechooks.c). */
+void ftpad_record_before_exit(void) FTPAD_HIDDEN;
 /* For sighooks.c: whether the recorder runs; a SIGNAL or SIGRETURN event. */
 bool ftpad_record_active(void) FTPAD_HIDDEN;
 void ftpad_record_signal(unsigned kind, int sig, uintptr_t sp) FTPAD_HIDDEN;

@@ -80,6 +80,7 @@ struct rthread {
 static char dir[PATH_MAX];  /* FTPAD_RECORD */
 static char image[64];      /* "<pid>.<n>" */
 static int started;         /* a trace is being recorded (or was, till exit) */
+static pid_t recording_pid; /* the process whose trace it is (not a vfork child) */
 /* atomic: no more events; read by the fast path too */
 int stopping __asm__("ftpad_record_stopping") FTPAD_HIDDEN;
 static int ended;           /* atomic: the trace's end is written */
@@ -962,11 +963,17 @@ static void stop_events(void)
 		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 }
 
-static void record_end(void)
+/* The trace's end, as at exit.  wait: take end_lock even if that means
+ * waiting; otherwise give up when another end holds it (it writes the
+ * buffers itself). */
+static void record_end(bool wait)
 {
 	struct ftpad_stats st = { .sz = sizeof(st) };
 
-	pthread_mutex_lock(&end_lock);
+	if (wait)
+		pthread_mutex_lock(&end_lock);
+	else if (pthread_mutex_trylock(&end_lock))
+		return;
 	if (started && !__atomic_exchange_n(&ended, 1, __ATOMIC_ACQ_REL)) {
 		/* Threads still running stop adding events first, so that no
 		 * chunk is written to while it is handed over (one already
@@ -982,7 +989,21 @@ static void record_end(void)
 
 __attribute__((destructor(101))) static void record_stop(void)
 {
-	record_end();
+	record_end(true);
+}
+
+/*
+ * exechooks.c: _exit() and _Exit() skip the destructors, so the trace ends
+ * here as at exit.  Not in a vfork child: it shares its parent's memory,
+ * buffers and writer included, while the parent waits to go on recording
+ * (no fork handler ran, so the pid tells).  And not when another end is
+ * under way: a signal handler's _exit must not wait for a lock that the
+ * thread it interrupted may hold.
+ */
+void ftpad_record_before_exit(void)
+{
+	if (__atomic_load_n(&started, __ATOMIC_ACQUIRE) && getpid() == recording_pid)
+		record_end(false);
 }
 
 /* The files of a trace that ended, closed, so that the next session's
@@ -1085,6 +1106,7 @@ static void after_fork_child(void)
 	self = NULL;
 	mods_lock = 0;
 	snprintf(parent, sizeof(parent), "%s", image);
+	recording_pid = getpid();
 	snprintf(image, sizeof(image), "%d.0", getpid());
 	if (make_image("forked_from=", parent)) {
 		__atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
@@ -1345,6 +1367,8 @@ static void register_modules(void)
 	write_pending_lines(list, n);
 }
 
+static void record_stop(void);
+
 /* Once per process, at its first start: what every session shares. */
 static int setup_once(void)
 {
@@ -1355,7 +1379,7 @@ static int setup_once(void)
 	if (pthread_key_create(&thread_key, forget_thread_at_exit))
 		return -EAGAIN;
 	pthread_atfork(NULL, NULL, after_fork_child);
-	atexit(record_end);
+	atexit(record_stop);
 	done = true;
 	return 0;
 }
@@ -1433,6 +1457,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	if (!how)
 		write_info_head();
 	clock_sync();
+	recording_pid = getpid();
 	__atomic_store_n(&stopping, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&ended, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&started, 1, __ATOMIC_RELEASE);

@@ -179,6 +179,31 @@ def test_exec_continues_into_the_next_image(prog, tmp_path):
     assert second.kv["argv"] == [f"{prog / 'prog'} count 4"]
 
 
+@pytest.mark.parametrize("how,status", [("_exit", 5), ("_Exit", 6)])
+def test_exit_without_destructors_keeps_every_event(prog, tmp_path, how, status):
+    """_exit and _Exit skip the destructors that end the trace at exit():
+    libftpad.so ends it first, so the last buffers are written."""
+    p, trace, (_, _, events, dropped, _) = record(prog, tmp_path, how, "50")
+    assert p.returncode == status
+    [image] = trace.images.values()
+    own = counts(p.stdout)[0]
+    calls = image.calls()
+    assert (calls["mid"], calls["leaf"]) == (own["mid"], own["leaf"]) == (50, 50)
+    assert events == image.events() and dropped == 0
+    assert image.kv["events"] == [str(events)]
+
+
+def test_vfork_child_exit_leaves_the_parent_recording(prog, tmp_path):
+    """A vfork child shares its parent's memory, buffers included: its
+    _exit must not end the parent's trace."""
+    p, trace, (_, _, events, dropped, _) = record(prog, tmp_path, "vfork")
+    assert p.returncode == 0
+    [image] = trace.images.values()
+    assert counts(p.stdout)[0]["mid"] == image.calls()["mid"] == 5
+    assert image.calls()["report"] == 1
+    assert events == image.events() and dropped == 0
+
+
 def test_deep_recursion(prog, tmp_path):
     p, trace, (_, _, events, dropped, _) = record(prog, tmp_path, "deep", "100000")
     assert counts(p.stdout)[0]["deep"] == 100000

@@ -6,6 +6,10 @@
  *   prog threads    three threads call leaf() 10, 110 and 210 times
  *   prog fork       the child calls mid() 5 times, the parent 3 times
  *   prog exec       mid() twice, then execv itself as "prog count 4"
+ *   prog _exit N    mid() N times, then _exit(5): no destructor runs
+ *   prog _Exit N    the same with _Exit(6)
+ *   prog vfork      mid() 3 times, a vfork child that calls _exit(0) at
+ *                   once, then mid() twice more
  *   prog dlopen LIB lib_fn() of LIB 6 times, then dlclose
  *   prog deep N     deep() recursing N frames deep
  *   prog signal     a SA_SIGINFO handler of SIGUSR1 (leaf() 3 times) and a
@@ -133,6 +137,29 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		execv("/proc/self/exe", args);
 		return 99;
+	}
+	if ((!strcmp(mode, "_exit") || !strcmp(mode, "_Exit")) && argc > 2) {
+		for (long i = 0; i < atol(argv[2]); i++)
+			s += mid(i);
+		report();
+		fflush(stdout);
+		if (mode[1] == 'e')
+			_exit(5);
+		_Exit(6);
+	}
+	if (!strcmp(mode, "vfork")) {
+		pid_t child;
+		int status;
+
+		for (int i = 0; i < 3; i++)
+			s += mid(i);
+		child = vfork();
+		if (!child)
+			_exit(0);
+		waitpid(child, &status, 0);
+		s += mid(3) + mid(4);
+		report();
+		return WEXITSTATUS(status);
 	}
 	if (!strcmp(mode, "deep") && argc > 2) {
 		long r = deep(atol(argv[2]));
