@@ -235,8 +235,32 @@ void add_exit_records(MachineFunction &MF, const FtpadArch &arch,
 	old->eraseFromParent();
 }
 
+// exit=1 found no return in F: its entry record says that it never
+// returns (FTPAD_SITE_NO_RETURN), rather than that it has no exit sites.
+void mark_no_return(Function &F)
+{
+	SmallVector<StringRef, 4> names;
+	F.getFnAttribute(FTPAD_EXIT_RECORD).getValueAsString().split(names, '\n');
+	GlobalVariable *rec = names.size() == 4 ? F.getParent()->getNamedGlobal(names[0]) : nullptr;
+	auto *init = rec && rec->hasInitializer() ? dyn_cast<ConstantStruct>(rec->getInitializer())
+						   : nullptr;
+	if (!init) {
+		error(F, "the record of this function is gone; not marked as never returning");
+		return;
+	}
+	unsigned last = init->getNumOperands() - 1; // the flags
+	auto *flags = cast<ConstantInt>(init->getOperand(last));
+	SmallVector<Constant *, 11> fields;
+	for (unsigned i = 0; i < last; i++)
+		fields.push_back(init->getOperand(i));
+	fields.push_back(ConstantInt::get(flags->getType(),
+					  flags->getZExtValue() | FTPAD_SITE_NO_RETURN));
+	rec->setInitializer(ConstantStruct::get(init->getType(), fields));
+}
+
 // exit=1: a site in front of every return and tail call of MF, and their
-// records.  A function that never returns has none.
+// records.  A function that never returns has none, and its entry record
+// says so.
 void put_exit_sites(MachineFunction &MF)
 {
 	Function &F = MF.getFunction();
@@ -246,6 +270,8 @@ void put_exit_sites(MachineFunction &MF)
 		if (!e.before->isBarrier() && !(e.before = unconditional_tail_call(*e.before)))
 			return;
 	if (!arch || exits.empty()) {
+		if (arch)
+			mark_no_return(F);
 		F.removeFnAttr(FTPAD_EXIT_RECORD);
 		return;
 	}

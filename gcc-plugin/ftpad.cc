@@ -61,8 +61,10 @@ struct ftpad_decision {
 	bool pre_done;          // the hook has printed the part before the label
 	std::string landing;    // a thunk's landing pad, printed before its site
 	// exit=1: the kind of each exit site, in insn order; the Nth is
-	// labelled exit_label(N).
+	// labelled exit_label(N).  exits_placed: they were looked for (none
+	// found: the function never returns, FTPAD_SITE_NO_RETURN).
 	std::vector<ftpad_site_kind> exits;
+	bool exits_placed;
 };
 
 ftpad_decision current;
@@ -204,6 +206,7 @@ ftpad_site_kind exit_kind(rtx_insn *insn)
 // call's target register is set before it and read after it.
 void emit_exit_sites(void)
 {
+	current.exits_placed = true;
 	for (rtx_insn *insn = get_insns(); insn; insn = NEXT_INSN(insn)) {
 		ftpad_site_kind kind = exit_kind(insn);
 		if (kind == FTPAD_SITE_KIND_ENTRY)
@@ -317,6 +320,8 @@ void emit_ftpad_record(FILE *f, tree decl, const char *fn_name)
 		flags |= ftpad_arch_own_landing_pad_flag();
 	if (current.compiler_pad)
 		flags |= FTPAD_SITE_NO_SITE;
+	if (current.exits_placed && current.exits.empty())
+		flags |= FTPAD_SITE_NO_RETURN;
 
 	push_function_section(f, FTPAD_SITES_SECTION, "ao", fn_name, group, id);
 	fprintf(f, "\t.balign %d\n", FTPAD_SITE_ALIGN);

@@ -62,6 +62,13 @@ enum ftpad_site_flags {
 	 * docs/format.md "Pads without a site"): no site ftpad patches; its
 	 * site_len is 0, `site` the first unit behind the entry's landing pad. */
 	FTPAD_SITE_NO_SITE = 1u << 4,
+	/* exit=1 looked for the function's returns and found none: it never
+	 * returns normally (noreturn, an endless loop, left only by longjmp or
+	 * an exception).  Its frames end where they are left; without the
+	 * flag, an entry with no exit sites is one built without them, whose
+	 * calls are entries only.  An older reader ignores it (entries only,
+	 * as before). */
+	FTPAD_SITE_NO_RETURN = 1u << 5,
 };
 
 /* What a site is (struct ftpad_site_record.kind, version 2). */

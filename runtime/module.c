@@ -346,7 +346,8 @@ static int add_site(struct ftpad_module *mod, const struct ftpad_segment **seg,
  * Tie each exit site of the n sorted ones to its function's entry site (the
  * same entry): an exit site whose entry site was rejected is dropped, an
  * entry site left without exit sites is marked entries only
- * (FTPAD_T_NOEXIT).  Each exit gets its stub's index.  Returns the sites
+ * (FTPAD_T_NOEXIT), unless its compiler found it never returns
+ * (FTPAD_SITE_NO_RETURN).  Each exit gets its stub's index.  Returns the sites
  * kept, still sorted.  O(n log n): one search per exit site.
  */
 static size_t tie_exits(struct ftpad_module *mod, size_t n)
@@ -355,7 +356,7 @@ static size_t tie_exits(struct ftpad_module *mod, size_t n)
 	size_t kept = 0;
 
 	for (size_t i = 0; i < n; i++)
-		if (!ftpad_site_is_exit(&sites[i]))
+		if (!ftpad_site_is_exit(&sites[i]) && !(sites[i].flags & FTPAD_SITE_NO_RETURN))
 			sites[i].type |= FTPAD_T_NOEXIT;
 	for (size_t i = 0; i < n; i++) {
 		struct ftpad_site *s = &sites[i];

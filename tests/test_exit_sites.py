@@ -28,6 +28,8 @@ from ftpadtest import A64_NOP, COMPILERS, NOP5, RECORDMCOUNT, Image, run
 SRC = pathlib.Path(__file__).parent / "src" / "exit"
 KIND_ENTRY, KIND_EXIT, KIND_TAIL_EXIT = 0, 1, 2
 VERSION_EXIT = 2
+# pad/ftpad_site.h FTPAD_SITE_NO_RETURN: exit=1 found no return
+FLAG_NO_RETURN = 1 << 5
 X86_EXIT_NOPS = {NOP5, bytes.fromhex("0f1f440008")}   # GCC's and LLVM's 5-byte NOP
 
 GCCS = [c for c in COMPILERS if c.kind == "gcc"]
@@ -242,6 +244,8 @@ def check_exit_sites(image, arch):
         got = {a: s.kind for a, s in exits.items() if s.entry == entry}
         assert got == want, (f"{record.name}: exit records {sorted(got.items())} != "
                              f"exits in its code {sorted(want.items())}")
+        # No way out: the entry record says the function never returns.
+        assert bool(record.flags & FLAG_NO_RETURN) == (not got), (record.name, record.flags)
         summary[record.name] = sorted(got.values())
     return summary
 

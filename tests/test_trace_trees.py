@@ -204,11 +204,10 @@ def test_overflow_dropped_count_is_exact(built, tmp_path, opts, env):
     assert int(m[1]) >= recorded and int(m[2] or 0) <= dropped, lines[-1]
 
 
-@pytest.mark.xfail(strict=True, reason="a function built with exit=1 that never returns "
-                   "has no exit records, like one built without exits, so libftpad marks it "
-                   "entries only and its callees show as its siblings; telling the two apart "
-                   "needs a flag in the plugins' entry record")
 def test_noreturn_function_is_not_entry_only(built, tmp_path):
+    """A function built with exit=1 that never returns has no exit site;
+    its entry record says so (FTPAD_SITE_NO_RETURN), so it is not taken for
+    one built without exits: its callees nest inside it."""
     [_, (_, child)] = tree_of(built, tmp_path, "fork-noreturn")
     assert child[0] == "child_noreturn() {"
 
