@@ -11,6 +11,7 @@ prints the same recorded as unrecorded, built by both plugins with exit
 sites.  Signal handlers that land anywhere in the path (a 50 us timer over a
 tight loop, tests/src/record_fast/signals.c) lose no event uncounted."""
 import collections
+import os
 import pathlib
 import platform
 import re
@@ -40,11 +41,18 @@ def regs(request, tmp_path_factory):
     return out / "regs"
 
 
+# Room for every event of a run (360,002 of them, 88 chunks), so that a
+# writer thread kept off the CPU by a loaded host cannot make the loop
+# drop events: what these tests count must not depend on the scheduler.
+POOL = {"FTPAD_RECORD_CHUNKS": "128"}
+
+
 def record(prog, tmp_path, *opts):
     """Records PROG CALLS; checks its output against an unrecorded run and
     returns the trace's one image."""
     trace = tmp_path / "trace"
-    p = run([FTPAD_BIN, "record", *opts, "-o", trace, "--", prog, CALLS], check=False)
+    p = run([FTPAD_BIN, "record", *opts, "-o", trace, "--", prog, CALLS], check=False,
+            env={**os.environ, **POOL})
     plain = run([prog, CALLS])
     assert p.returncode == 0, p.stderr
     assert p.stdout == plain.stdout, "a register changed under the recorder"
