@@ -48,12 +48,35 @@ static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *
 	i = __atomic_fetch_add(&nentries, 1, __ATOMIC_RELAXED);
 	if (i >= MAX_ENTRIES)
 		return;
+	entries[i].exit_site = NULL;
 	entries[i].ip = ip;
 	entries[i].parent_ip = parent_ip;
 	entries[i].time = ftpad_trace_clock();
 	entries[i].sp = (uint32_t)ftpad_regs_get_stack_pointer(regs);
 	entries[i].tid = gettid();
 	prctl(PR_GET_NAME, entries[i].comm);
+}
+
+/* The exits of the same functions, for the recorder (record.c takes
+ * them into its trace; the text tracer writes entries only): ip is the
+ * function's entry, the dispatch knows the exit site. */
+static void record_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+			struct ftpad_regs *regs)
+{
+	unsigned int i;
+
+	(void)ops;
+	if (!ftpad_sorted_has(ips, nips, ip))
+		return;
+	i = __atomic_fetch_add(&nentries, 1, __ATOMIC_RELAXED);
+	if (i >= MAX_ENTRIES)
+		return;
+	entries[i].exit_site = ftpad_slot->exit_site;
+	entries[i].ip = ip;
+	entries[i].parent_ip = parent_ip;
+	entries[i].time = ftpad_trace_clock();
+	entries[i].sp = (uint32_t)ftpad_regs_get_stack_pointer(regs);
+	entries[i].tid = gettid();
 }
 
 static struct ftpad_ops early_ops = { .func = record, .flags = FTPAD_OPS_FL_RECURSION };
@@ -118,6 +141,9 @@ void ftpad_early_start(char **envp)
 	if (state || !wanted_in(envp))
 		return;
 	state = 1;
+	/* The recorder's trace has exits (the text tracer's has none). */
+	if (!env_value(envp, "FTPAD_FILTER"))
+		early_ops.exit_func = record_exit;
 	err = ftpad_set_filter(&early_ops, early_filter(envp), 1);
 	if (!err)
 		err = ftpad_get_stats(&st); /* reads the site tables */

@@ -618,6 +618,9 @@ const char *ftpad_request_value(const char *request, const char *name) FTPAD_HID
 
 /* early.c: very early tracing (FTPAD_EARLY). */
 struct ftpad_early_entry {
+	/* An exit's site (the recorder's exits, early.c); NULL: an entry, of
+	 * the function at ip. */
+	const struct ftpad_site *exit_site;
 	unsigned long ip, parent_ip;
 	uint64_t time; /* ftpad_trace_clock() */
 	uint32_t sp;   /* the low 32 bits of the function's sp at its site */

@@ -1280,14 +1280,19 @@ static void take_early(void)
 		t->lost_since = ftpad_trace_clock();
 	t->lost += dropped, t->dropped += dropped;
 	for (size_t i = 0; i < n; i++) {
-		int64_t id = e[i].tid == me ? id_of(ftpad_site_by_entry(e[i].ip)) : -1;
+		const struct ftpad_site *s = e[i].exit_site ? e[i].exit_site
+							    : ftpad_site_by_entry(e[i].ip);
+		int64_t id = e[i].tid == me ? id_of(s) : -1;
+		unsigned kind = !e[i].exit_site ? FTPAD_EVENT_ENTRY
+				: ftpad_site_kind(s) == FTPAD_SITE_KIND_TAIL_EXIT ? FTPAD_EVENT_TAIL_EXIT
+										   : FTPAD_EVENT_EXIT;
 
 		if (id < 0 || ((!t->cur || t->cur->n >= chunk_events - 1) && !make_room(t))) {
 			count_drop(t);
 			continue;
 		}
 		t->cur->ev[t->cur->n++] = (struct ftpad_event){ e[i].time,
-			ftpad_event_what(FTPAD_EVENT_ENTRY, (uint32_t)id), e[i].sp };
+			ftpad_event_what(kind, (uint32_t)id), e[i].sp };
 		t->events++;
 	}
 }

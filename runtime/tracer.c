@@ -142,7 +142,8 @@ static void write_early(void)
 	int len;
 
 	for (size_t i = 0; i < n; i++)
-		write_line(e[i].comm, e[i].tid, e[i].ip, e[i].parent_ip);
+		if (!e[i].exit_site)
+			write_line(e[i].comm, e[i].tid, e[i].ip, e[i].parent_ip);
 	__atomic_fetch_add(&calls, n + dropped, __ATOMIC_RELAXED);
 	if (dropped) {
 		len = snprintf(line, sizeof(line),

@@ -154,9 +154,7 @@ def test_exceptions_caught_and_rethrown(built, tmp_path):
 
 @pytest.mark.parametrize("opts", [
     [],
-    pytest.param(["--early"], marks=pytest.mark.xfail(
-        strict=True, reason="early tracing (early.c) patches and records entries only: the "
-        "constructor's frames are never closed, and main nests inside leaf")),
+    ["--early"],
 ], ids=["late", "early"])
 def test_constructors(built, tmp_path, opts):
     """The constructor calls mid() before main: libftpad's constructor runs
