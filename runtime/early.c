@@ -36,25 +36,37 @@ static uintptr_t ips[MAX_IPS]; /* sorted: the functions FTPAD_FILTER selects */
 static size_t nips;
 static int state;              /* 0 never, 1 tracing, 2 handed over */
 
-/* The callback: a filtered, lock-free append. */
-static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
-		   struct ftpad_regs *regs)
+/* A filtered, lock-free append of a call of the function at ip (an
+ * entry, or an exit at exit_site); NULL if not chosen or no room. */
+static struct ftpad_early_entry *append(unsigned long ip, unsigned long parent_ip,
+					 struct ftpad_regs *regs,
+					 const struct ftpad_site *exit_site)
 {
 	unsigned int i;
 
-	(void)ops;
 	if (!ftpad_sorted_has(ips, nips, ip))
-		return;
+		return NULL;
 	i = __atomic_fetch_add(&nentries, 1, __ATOMIC_RELAXED);
 	if (i >= MAX_ENTRIES)
-		return;
-	entries[i].exit_site = NULL;
+		return NULL;
+	entries[i].exit_site = exit_site;
 	entries[i].ip = ip;
 	entries[i].parent_ip = parent_ip;
 	entries[i].time = ftpad_trace_clock();
 	entries[i].sp = (uint32_t)ftpad_regs_get_stack_pointer(regs);
 	entries[i].tid = gettid();
-	prctl(PR_GET_NAME, entries[i].comm);
+	return &entries[i];
+}
+
+/* The callback: an entry, with the thread's name for the text tracer. */
+static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
+		   struct ftpad_regs *regs)
+{
+	struct ftpad_early_entry *e = append(ip, parent_ip, regs, NULL);
+
+	(void)ops;
+	if (e)
+		prctl(PR_GET_NAME, e->comm);
 }
 
 /* The exits of the same functions, for the recorder (record.c takes
@@ -63,20 +75,8 @@ static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *
 static void record_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
 			struct ftpad_regs *regs)
 {
-	unsigned int i;
-
 	(void)ops;
-	if (!ftpad_sorted_has(ips, nips, ip))
-		return;
-	i = __atomic_fetch_add(&nentries, 1, __ATOMIC_RELAXED);
-	if (i >= MAX_ENTRIES)
-		return;
-	entries[i].exit_site = ftpad_slot->exit_site;
-	entries[i].ip = ip;
-	entries[i].parent_ip = parent_ip;
-	entries[i].time = ftpad_trace_clock();
-	entries[i].sp = (uint32_t)ftpad_regs_get_stack_pointer(regs);
-	entries[i].tid = gettid();
+	append(ip, parent_ip, regs, ftpad_slot->exit_site);
 }
 
 static struct ftpad_ops early_ops = { .func = record, .flags = FTPAD_OPS_FL_RECURSION };
