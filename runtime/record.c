@@ -22,9 +22,10 @@
  *
  * Hot path (record_event()): the thread's current chunk, in initial-exec
  * TLS, gets one 16-byte event: no lock, no system call.  A full chunk is
- * pushed on a lock-free list that a writer thread empties every few
- * milliseconds into <image>/<tid>.events, giving the chunk back to a
- * lock-free free list.  With no free chunk (or the --size budget spent),
+ * pushed on a lock-free list that a writer thread empties into
+ * <image>/<tid>.events, giving the chunk back to a lock-free free list.
+ * The writer looks every few milliseconds, and sooner when a quarter of
+ * the pool waits for it (wake_writer()).  With no free chunk (or the --size budget spent),
  * events are dropped and counted per thread; the next event that fits is
  * preceded by a LOST event with the count.  The last slot of a chunk is
  * kept for that LOST event, so a count is never without a place to go
@@ -34,6 +35,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@
 #include <sys/prctl.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "ftpad_trace.h"
@@ -104,6 +107,8 @@ static char *pool;          /* nchunks chunks of chunk_size bytes */
 static size_t chunk_size;
 static uint64_t free_head;  /* atomic: tag << 32 | (index + 1) */
 static struct chunk *full_head; /* atomic */
+static unsigned nfull;      /* atomic: chunks in the full list */
+static int writer_asleep;   /* atomic, a futex word: the writer waits on it */
 static uint64_t budget = UINT64_MAX, reserved; /* event bytes; atomic */
 
 /* Without FTPAD_RECORD_SIZE (--size): a trace nobody ends (a tool that
@@ -192,6 +197,21 @@ static struct chunk *take_free(void)
 	return c;
 }
 
+/*
+ * The writer, woken before its pause ends once a quarter of the pool is
+ * full: a thread that records hundreds of megabytes a second fills the
+ * default pool (4 MiB) in a few milliseconds, and would otherwise drop
+ * events while the writer sleeps.  One system call per quarter of the
+ * pool, and only while the writer sleeps; a signal handler may call it.
+ */
+static void wake_writer(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* the push before, the flag after */
+	if (__atomic_load_n(&writer_asleep, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&writer_asleep, 0, __ATOMIC_RELAXED))
+		syscall(SYS_futex, &writer_asleep, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 static void put_full(struct chunk *c)
 {
 	struct chunk *old = __atomic_load_n(&full_head, __ATOMIC_RELAXED);
@@ -200,6 +220,8 @@ static void put_full(struct chunk *c)
 		c->next = old;
 	while (!__atomic_compare_exchange_n(&full_head, &old, c, true, __ATOMIC_RELEASE,
 					    __ATOMIC_RELAXED));
+	if (__atomic_add_fetch(&nfull, 1, __ATOMIC_RELAXED) >= nchunks / 4)
+		wake_writer();
 }
 
 /* A chunk within the --size budget, or NULL. */
@@ -694,6 +716,7 @@ static void drain(void)
 		struct chunk *next = c->next;
 
 		c->next = list, list = c, c = next;
+		__atomic_sub_fetch(&nfull, 1, __ATOMIC_RELAXED);
 	}
 	while ((c = list)) {
 		size_t len = c->n * sizeof(struct ftpad_event);
@@ -712,14 +735,24 @@ static void drain(void)
 	pthread_mutex_unlock(&write_lock);
 }
 
-static void *writer_main(void *arg)
+/* Until the next look: the pause, or a wake_writer() (or a stop's). */
+static void writer_pause(void)
 {
 	const struct timespec pause = { 0, 2000000 };
 
+	__atomic_store_n(&writer_asleep, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&nfull, __ATOMIC_SEQ_CST) < nchunks / 4 &&
+	    !__atomic_load_n(&stopping, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &writer_asleep, FUTEX_WAIT_PRIVATE, 1, &pause, NULL, 0);
+	__atomic_store_n(&writer_asleep, 0, __ATOMIC_RELAXED);
+}
+
+static void *writer_main(void *arg)
+{
 	(void)arg;
 	while (!__atomic_load_n(&stopping, __ATOMIC_RELAXED)) {
 		drain();
-		nanosleep(&pause, NULL);
+		writer_pause();
 	}
 	return NULL;
 }
@@ -959,6 +992,7 @@ static void write_stats(const struct ftpad_stats *st)
 static void stop_events(void)
 {
 	__atomic_store_n(&stopping, 1, __ATOMIC_SEQ_CST);
+	wake_writer();
 	for (int i = 0; i < 1000 && __atomic_load_n(&outside_ops, __ATOMIC_SEQ_CST); i++)
 		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 }
