@@ -11,7 +11,7 @@
  *   FTPAD_RECORD_NOTRACE=globs  ... but not these
  *   FTPAD_RECORD_SIZE=bytes     cap on the events' bytes (1 GiB); then dropped, counted
  *   FTPAD_RECORD_CHUNK=n        events per chunk (default 4096: 64 KiB)
- *   FTPAD_RECORD_CHUNKS=n       chunks in the pool (default 64)
+ *   FTPAD_RECORD_CHUNKS=n       chunks in the pool (default 256: 16 MiB)
  *   FTPAD_RECORD_DEPTH=n        only frames up to depth n per thread
  *   FTPAD_RECORD_TIME_FILTER=ns drop calls shorter than ns, childless ones
  *   FTPAD_EARLY=1               also the calls before main (early.c)
@@ -24,7 +24,7 @@
  * TLS, gets one 16-byte event: no lock, no system call.  A full chunk is
  * pushed on a lock-free list that a writer thread empties into
  * <image>/<tid>.events, giving the chunk back to a lock-free free list.
- * The writer looks every few milliseconds, and sooner when a quarter of
+ * The writer looks every few milliseconds, and sooner when an eighth of
  * the pool waits for it (wake_writer()).  With no free chunk (or the --size budget spent),
  * events are dropped and counted per thread; the next event that fits is
  * preceded by a LOST event with the count.  The last slot of a chunk is
@@ -102,7 +102,7 @@ static pthread_mutex_t end_lock = PTHREAD_MUTEX_INITIALIZER;
  * which no unregistering waits for: a stop waits for them instead. */
 static int outside_ops;
 
-static size_t chunk_events = 4096, nchunks = 64;
+static size_t chunk_events = 4096, nchunks = 256;
 static char *pool;          /* nchunks chunks of chunk_size bytes */
 static size_t chunk_size;
 static uint64_t free_head;  /* atomic: tag << 32 | (index + 1) */
@@ -198,11 +198,15 @@ static struct chunk *take_free(void)
 }
 
 /*
- * The writer, woken before its pause ends once a quarter of the pool is
- * full: a thread that records hundreds of megabytes a second fills the
- * default pool (4 MiB) in a few milliseconds, and would otherwise drop
- * events while the writer sleeps.  One system call per quarter of the
+ * The writer, woken before its pause ends once an eighth of the pool is
+ * full: a thread that records 1-2 GB of events a second (the fast path's
+ * tight loop) fills the pool in a few milliseconds, and would otherwise
+ * drop events while the writer sleeps.  One system call per eighth of the
  * pool, and only while the writer sleeps; a signal handler may call it.
+ * The pool (16 MiB) is large for the same reason: a write(2) may stall
+ * for milliseconds, and each thread holds a chunk of it.  Chunks are
+ * taken most recently freed first, so a writer that keeps up keeps few of
+ * them in memory.
  */
 static void wake_writer(void)
 {
@@ -220,7 +224,7 @@ static void put_full(struct chunk *c)
 		c->next = old;
 	while (!__atomic_compare_exchange_n(&full_head, &old, c, true, __ATOMIC_RELEASE,
 					    __ATOMIC_RELAXED));
-	if (__atomic_add_fetch(&nfull, 1, __ATOMIC_RELAXED) >= nchunks / 4)
+	if (__atomic_add_fetch(&nfull, 1, __ATOMIC_RELAXED) >= nchunks / 8)
 		wake_writer();
 }
 
@@ -741,7 +745,7 @@ static void writer_pause(void)
 	const struct timespec pause = { 0, 2000000 };
 
 	__atomic_store_n(&writer_asleep, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&nfull, __ATOMIC_SEQ_CST) < nchunks / 4 &&
+	if (__atomic_load_n(&nfull, __ATOMIC_SEQ_CST) < nchunks / 8 &&
 	    !__atomic_load_n(&stopping, __ATOMIC_SEQ_CST))
 		syscall(SYS_futex, &writer_asleep, FUTEX_WAIT_PRIVATE, 1, &pause, NULL, 0);
 	__atomic_store_n(&writer_asleep, 0, __ATOMIC_RELAXED);
@@ -1239,7 +1243,7 @@ static void set_filters(void)
 static bool set_pool(void)
 {
 	size_t events = setting_size("FTPAD_RECORD_CHUNK", 4096, 2);
-	size_t n = setting_size("FTPAD_RECORD_CHUNKS", 64, 1);
+	size_t n = setting_size("FTPAD_RECORD_CHUNKS", 256, 1);
 	size_t size = (sizeof(struct chunk) + events * sizeof(struct ftpad_event) + 63) & ~63ul;
 
 	budget = setting_size("FTPAD_RECORD_SIZE", DEFAULT_BUDGET, 0);
