@@ -31,13 +31,15 @@ set(a64_flags -std=gnu11 -O2 -g -Wall -Wextra -fPIC -fvisibility=hidden
 
 file(MAKE_DIRECTORY ${a64_dir}/obj)
 set(a64_objects)
-# dlhooks.c and starthook.c interpose glibc's functions: in the shared
-# library only, as on the host (CMakeLists.txt); early_preinit.c in the
-# static one only.
-set(a64_shared_only ${a64_dir}/obj/dlhooks.c.o ${a64_dir}/obj/starthook.c.o)
+# The hooks interpose glibc's functions: in the shared library only, as on
+# the host (CMakeLists.txt); early_preinit.c in the static one only.
+set(a64_hooks dlhooks.c exechooks.c maskhooks.c sighooks.c starthook.c)
+set(a64_shared_only ${a64_hooks})
+list(TRANSFORM a64_shared_only PREPEND ${a64_dir}/obj/)
+list(TRANSFORM a64_shared_only APPEND .o)
+list(TRANSFORM a64_hooks PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 set(a64_static_only ${a64_dir}/obj/early_preinit.c.o)
-foreach(src ${a64_sources} ${CMAKE_CURRENT_SOURCE_DIR}/dlhooks.c
-    ${CMAKE_CURRENT_SOURCE_DIR}/starthook.c ${CMAKE_CURRENT_SOURCE_DIR}/early_preinit.c)
+foreach(src ${a64_sources} ${a64_hooks} ${CMAKE_CURRENT_SOURCE_DIR}/early_preinit.c)
   get_filename_component(name ${src} NAME)
   if(src MATCHES "^${FTPAD_PAD_DIR}/")
     set(name pad_${name}) # pad/aarch64.c beside arch/aarch64.c
@@ -54,14 +56,15 @@ foreach(src ${a64_sources} ${CMAKE_CURRENT_SOURCE_DIR}/dlhooks.c
   endif()
 endforeach()
 
+ftpad_version_script(aarch64 ${a64_dir}/libftpad.map)
 add_custom_command(OUTPUT ${a64_dir}/libftpad.so
   COMMAND ${FTPAD_AARCH64_GCC_PATH} -shared -o ${a64_dir}/libftpad.so ${a64_objects}
     ${a64_shared_only}
     -Wl,-soname,libftpad.so.1
-    -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
+    -Wl,--version-script=${a64_dir}/libftpad.map
     -Wl,-z,defs -Wl,-z,noexecstack
   COMMAND ${CMAKE_COMMAND} -E create_symlink libftpad.so ${a64_dir}/libftpad.so.1
-  DEPENDS ${a64_objects} ${a64_shared_only} ${CMAKE_CURRENT_SOURCE_DIR}/libftpad.map
+  DEPENDS ${a64_objects} ${a64_shared_only} ${a64_dir}/libftpad.map
   COMMENT "aarch64: libftpad.so"
   VERBATIM)
 add_custom_command(OUTPUT ${a64_dir}/libftpad.a

@@ -5,7 +5,7 @@
  * first, and the image before the exec ends where the next one
  * (exec_from=) begins.  glibc's execv and execvp reach execve without the
  * PLT, so each is interposed; libftpad.map gives them glibc's version
- * (x86_64: the references carry GLIBC_2.2.5).  execl*, execvpe, fexecve
+ * (the references carry GLIBC_2.2.5 on x86_64, GLIBC_2.17 on aarch64).  execl*, execvpe, fexecve
  * and posix_spawn are not interposed: events still buffered are lost
  * across them.
  *

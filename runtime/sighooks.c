@@ -9,7 +9,7 @@
  * the other flags (SA_RESETHAND, SA_NODEFER, SA_RESTART...) and the mask
  * are the program's, and a query returns the program's handler and flags.
  * glibc's signal() reaches sigaction without the PLT, so both are
- * interposed; libftpad.map gives them glibc's version (x86_64).
+ * interposed; libftpad.map gives them glibc's version.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include "ftpad_trace.h"
 #include "internal.h"
 
-/* glibc's own entry point, exported for exactly this (GLIBC_2.2.5). */
+/* glibc's own entry point, exported for exactly this. */
 extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
 /* The program's handler and flags per signal, while the wrapper stands in. */
@@ -42,8 +42,13 @@ static void wrapper(int sig, siginfo_t *info, void *context)
 {
 	void *h = __atomic_load_n(&wrapped[sig].handler, __ATOMIC_ACQUIRE);
 	int flags = __atomic_load_n(&wrapped[sig].flags, __ATOMIC_RELAXED);
-	/* Above every frame the handler makes, below the interrupted ones. */
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	/* Above every frame the handler makes, below the interrupted ones:
+	 * the stack pointer the wrapper was entered with (its CFA).  Not its
+	 * frame address: on aarch64 that is where its frame record sits, at
+	 * its frame's bottom, so the handler is entered with that very stack
+	 * pointer, and a reader takes an entry at the mark's sp as a frame
+	 * that left the mark's. */
+	uintptr_t sp = (uintptr_t)__builtin_dwarf_cfa();
 
 	ftpad_record_signal(FTPAD_EVENT_SIGNAL, sig, sp);
 	if (flags & SA_SIGINFO)

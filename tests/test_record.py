@@ -3,8 +3,10 @@
 with the GCC plugin, recorded into a trace directory, read back here with a
 small reader of docs/format.md "The trace directory" (struct module, not the
 C viewers), and compared with the counts the programs keep themselves.
-Entries only: exit sites come later.  x86_64 natively (LD_PRELOAD through
-`ftpad record`), aarch64 statically linked under qemu-aarch64."""
+Mostly entries only (tests/test_trace_trees.py checks exits).  x86_64
+natively (LD_PRELOAD through `ftpad record`); aarch64 under qemu-aarch64,
+linked statically with libftpad.a, and dynamically with libftpad.so
+preloaded for its hooks (signals, _exit)."""
 import collections
 import os
 import pathlib
@@ -358,3 +360,76 @@ def test_aarch64_under_qemu(tmp_path):
     assert trace.info["format"] == ["1"]
     report = run([FTPAD_BIN, "report", out]).stdout
     assert re.search(rf"\s{own['leaf']}\s+leaf \(entry only\)$", report, re.M), report
+
+
+A64_SO = BUILD / "runtime" / "aarch64" / "libftpad.so"
+QEMU = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
+
+
+@pytest.fixture(scope="module")
+def a64_prog(tmp_path_factory):
+    """prog.c for aarch64 with exit sites, linked dynamically, so that
+    libftpad.so preloaded under qemu-aarch64 interposes its hooks (under
+    GLIBC_2.17, aarch64's version of them)."""
+    if not A64_PLUGIN.exists() or not A64_SO.exists():
+        pytest.fail(f"{A64_PLUGIN} or {A64_SO} is missing: run `make` first")
+    exe = tmp_path_factory.mktemp("record-a64") / "prog"
+    run(["aarch64-linux-gnu-gcc-12", "-O2", f"-fplugin={A64_PLUGIN}",
+         "-fplugin-arg-ftpad-exit=1", "-o", exe, SRC / "prog.c", "-lpthread", "-ldl"])
+    return exe
+
+
+def record_a64(exe, tmp_path, *args):
+    """EXE recorded under qemu-aarch64 with FTPAD_RECORD alone (qemu-user
+    cannot run `ftpad record`'s exec of an aarch64 program): the run and
+    its trace.  Output and status as without libftpad."""
+    out = tmp_path / "trace"
+    out.mkdir()
+    p = run([*QEMU, "-E", f"LD_PRELOAD={A64_SO}", "-E", f"FTPAD_RECORD={out}", exe, *args],
+            check=False, cwd=tmp_path)
+    plain = run([*QEMU, exe, *args], check=False, cwd=tmp_path)
+    assert (p.stdout, p.returncode) == (plain.stdout, plain.returncode)
+    [image] = Trace(out, arch=2).images.values()
+    return p, image
+
+
+def test_aarch64_signal_handlers_are_bracketed(a64_prog, tmp_path):
+    """sighooks.c on aarch64: each handler's calls between its SIGNAL and
+    SIGRETURN marks, whose sp is below the interrupted frame's and above
+    the handler's (on_usr1 and on_usr2 end in tail calls here); and a
+    query of sigaction still gets the program's own handler (usr1_ok,
+    query_ok)."""
+    p, image = record_a64(a64_prog, tmp_path, "signal")
+    assert counts(p.stdout) == [{"usr1_ok": 1, "query_ok": 1}, {"leaf": 4, "mid": 1}]
+    [events] = image.threads.values()
+    named = [(k, image.sites[s][3] if k in ("entry", "exit", "tail-exit") else s, sp)
+             for _, k, s, sp in events]
+    seen = [(k, what) for k, what, _ in named]
+    usr1 = [("entry", "on_usr1"), ("entry", "leaf"), ("exit", "leaf"), ("entry", "leaf"),
+            ("exit", "leaf"), ("tail-exit", "on_usr1"), ("entry", "leaf"), ("exit", "leaf")]
+    usr2 = [("entry", "on_usr2"), ("tail-exit", "on_usr2"), ("entry", "mid"),
+            ("entry", "leaf"), ("exit", "leaf"), ("exit", "mid")]
+    assert seen == [("entry", "before_main"), ("exit", "before_main"), ("entry", "main"),
+                    ("signal", 10), *usr1, ("sigreturn", 10),
+                    ("signal", 12), *usr2, ("sigreturn", 12),
+                    ("entry", "report"), ("tail-exit", "report"), ("exit", "main")]
+    main_sp = named[2][2]
+    marks = [i for i, (k, _, _) in enumerate(named) if k in ("signal", "sigreturn")]
+    for start, end in zip(marks[::2], marks[1::2]):
+        mark_sp = named[start][2]
+        assert named[end][2] == mark_sp < main_sp
+        assert all(sp < mark_sp for _, _, sp in named[start + 1:end])
+    said = run([FTPAD_BIN, "replay", tmp_path / "trace"]).stdout
+    assert "unwound" not in said and "without a signal" not in said, said
+
+
+@pytest.mark.parametrize("how,status", [("_exit", 5), ("_Exit", 6)])
+def test_aarch64_exit_without_destructors_keeps_every_event(a64_prog, tmp_path, how, status):
+    """exechooks.c on aarch64: _exit and _Exit end the trace first, so the
+    last buffers and the image's totals are written."""
+    p, image = record_a64(a64_prog, tmp_path, how, "50")
+    assert p.returncode == status
+    own = counts(p.stdout)[0]
+    calls = image.calls()
+    assert (calls["mid"], calls["leaf"]) == (own["mid"], own["leaf"]) == (50, 50)
+    assert image.kv["events"] == [str(image.events())] and image.kv["dropped"] == ["0"]
