@@ -9,7 +9,7 @@
  *   FTPAD_RECORD=DIR            the trace directory (made by `ftpad record`)
  *   FTPAD_RECORD_FILTER=globs   record these functions (default: all)
  *   FTPAD_RECORD_NOTRACE=globs  ... but not these
- *   FTPAD_RECORD_SIZE=bytes     cap on the events' bytes (1 GiB); then dropped, counted
+ *   FTPAD_RECORD_SIZE=bytes     cap on the trace's event bytes, all its processes (1 GiB)
  *   FTPAD_RECORD_CHUNK=n        events per chunk (default 4096: 64 KiB)
  *   FTPAD_RECORD_CHUNKS=n       chunks in the pool (default 256: 16 MiB)
  *   FTPAD_RECORD_DEPTH=n        only frames up to depth n per thread
@@ -109,7 +109,18 @@ static uint64_t free_head;  /* atomic: tag << 32 | (index + 1) */
 static struct chunk *full_head; /* atomic */
 static unsigned nfull;      /* atomic: chunks in the full list */
 static int writer_asleep;   /* atomic, a futex word: the writer waits on it */
-static uint64_t budget = UINT64_MAX, reserved; /* event bytes; atomic */
+static uint64_t budget = UINT64_MAX; /* event bytes */
+/*
+ * The bytes of events reserved against the budget (atomic).  --size caps
+ * the trace, every process of it together, so the count lives in
+ * DIR/.budget, mapped shared (map_budget()): a forked child keeps the
+ * mapping, an exec'ed image maps the file again, and the first image of a
+ * trace zeroes it.  A process killed with chunks in hand leaves them
+ * counted: the cap then errs low, never high.  Where the file cannot be
+ * mapped, the process counts alone, in own_reserved.
+ */
+static uint64_t own_reserved;
+static uint64_t *reserved = &own_reserved;
 
 /* Without FTPAD_RECORD_SIZE (--size): a trace nobody ends (a tool that
  * missed its Ctrl-C, a program that runs for ever) must not fill the
@@ -234,13 +245,13 @@ static struct chunk *new_chunk(struct rthread *t)
 	uint64_t bytes = chunk_events * sizeof(struct ftpad_event);
 	struct chunk *c;
 
-	if (__atomic_add_fetch(&reserved, bytes, __ATOMIC_RELAXED) > budget) {
-		__atomic_sub_fetch(&reserved, bytes, __ATOMIC_RELAXED);
+	if (__atomic_add_fetch(reserved, bytes, __ATOMIC_RELAXED) > budget) {
+		__atomic_sub_fetch(reserved, bytes, __ATOMIC_RELAXED);
 		return NULL;
 	}
 	c = take_free();
 	if (!c) {
-		__atomic_sub_fetch(&reserved, bytes, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(reserved, bytes, __ATOMIC_RELAXED);
 		return NULL;
 	}
 	c->owner = t;
@@ -732,7 +743,7 @@ static void drain(void)
 			write_all(c->owner->fd, c->ev, len);
 			bytes_written += len;
 		}
-		__atomic_sub_fetch(&reserved, chunk_events * sizeof(struct ftpad_event) - len,
+		__atomic_sub_fetch(reserved, chunk_events * sizeof(struct ftpad_event) - len,
 				   __ATOMIC_RELAXED);
 		put_free(c);
 	}
@@ -1137,7 +1148,8 @@ static void after_fork_child(void)
 	free_head = 0;
 	for (size_t i = 0; i < nchunks; i++)
 		put_free(chunk_at(i));
-	reserved = 0;
+	/* Its reservations are settled by the parent, in the shared count. */
+	own_reserved = 0;
 	bytes_written = 0;
 	pthread_mutex_init(&write_lock, NULL);
 	threads = NULL;
@@ -1264,7 +1276,6 @@ static bool set_pool(void)
 	}
 	free_head = 0;
 	full_head = NULL;
-	reserved = 0;
 	for (size_t i = nchunks; i-- > 0;) {
 		chunk_at(i)->index = i;
 		put_free(chunk_at(i));
@@ -1471,6 +1482,31 @@ static int register_record_ops(bool exits)
  * negative errno, said through ftpad_warn() too; registering failed
  * leaves the trace started, with nothing patched.
  */
+/* The trace's shared count of reserved bytes (reserved, above); fresh:
+ * this is the trace's first image, which zeroes it. */
+static void map_budget(bool fresh)
+{
+	char path[PATH_MAX + 16];
+	void *p = MAP_FAILED;
+	int fd;
+
+	if (reserved != &own_reserved)
+		munmap(reserved, sizeof(*reserved));
+	reserved = &own_reserved;
+	own_reserved = 0;
+	snprintf(path, sizeof(path), "%s/.budget", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (fresh ? O_TRUNC : 0), 0644);
+	if (fd >= 0 && !ftruncate(fd, sizeof(*reserved)))
+		p = mmap(NULL, sizeof(*reserved), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p != MAP_FAILED)
+		reserved = p;
+	else
+		ftpad_warn("ftpad: warning: cannot map '%s': %s; --size counts this process's "
+			   "events only\n", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 static int begin(const char *trace_dir, const char *how, const char *from, bool exits)
 {
 	int err;
@@ -1497,6 +1533,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 		err = errno ? -errno : -EIO;
 	if (err)
 		return err;
+	map_budget(!how);
 	if (!how)
 		write_info_head();
 	clock_sync();

@@ -268,6 +268,27 @@ def test_overflow_counts_every_dropped_event(prog, tmp_path, opts, env, monkeypa
     assert sum(int(n) for n in re.findall(r"^# .* (\d+) LOST", said, re.M)) == dropped
 
 
+def test_size_caps_every_process_of_the_trace_together(prog, tmp_path):
+    """--size is the trace's: three children recording at once and their
+    parent after them share one budget (DIR/.budget), so the images' events
+    together stay within it, and every event made is written or counted as
+    dropped."""
+    p, trace, _ = record(prog, tmp_path, "forks", "3", "40000", opts=["--size", "1"])
+    assert p.returncode == 0 and len(trace.images) == 4
+    own = counts(p.stdout)
+    assert len(own) == 4 and all(c["mid"] == 40000 for c in own)
+    made = sum(c["leaf"] + c["mid"] for c in own) + 3  # before_main, main, report
+    made += 3  # each child's report
+    files = [f for f in (tmp_path / "trace").rglob("*.events")]
+    # 40,000 mid() and leaf() calls are 1.2 MiB of events in each process,
+    # 4.9 MiB in all: the cap of 1 MiB holds for all four together (and a
+    # 64-byte header and a final LOST event per file).
+    assert sum(f.stat().st_size for f in files) <= (1 << 20) + (64 + 16) * len(files)
+    events = sum(image.events() for image in trace.images.values())
+    dropped = sum(image.lost() for image in trace.images.values())
+    assert dropped > 0 and events + dropped == made
+
+
 @pytest.mark.parametrize("args,message", [
     (["-F"], "record: option '-F' needs an argument"),
     (["-F", "", "true"], "record: option '-F' takes one glob"),

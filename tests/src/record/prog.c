@@ -5,6 +5,8 @@
  *   prog count N    mid() N times (each calls leaf() once); exit status 7
  *   prog threads    three threads call leaf() 10, 110 and 210 times
  *   prog fork       the child calls mid() 5 times, the parent 3 times
+ *   prog forks K N  K children at once, each calls mid() N times; then the
+ *                   parent, once they have exited, N times
  *   prog exec       mid() twice, then execv itself as "prog count 4"
  *   prog _exit N    mid() N times, then _exit(5): no destructor runs
  *   prog _Exit N    the same with _Exit(6)
@@ -128,6 +130,26 @@ int main(int argc, char **argv)
 		waitpid(child, &status, 0);
 		report();
 		return WEXITSTATUS(status);
+	}
+	if (!strcmp(mode, "forks") && argc > 3) {
+		int k = atoi(argv[2]), status, failed = 0;
+		long n = atol(argv[3]);
+
+		for (int c = 0; c < k; c++) {
+			if (fork() == 0) {
+				for (long i = 0; i < n; i++)
+					s += mid(i);
+				report();
+				fflush(stdout);
+				exit(0);
+			}
+		}
+		for (int c = 0; c < k; c++)
+			failed |= wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status);
+		for (long i = 0; i < n; i++)
+			s += mid(i);
+		report();
+		return failed;
 	}
 	if (!strcmp(mode, "exec")) {
 		char *args[] = { argv[0], "count", "4", NULL };
