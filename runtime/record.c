@@ -1608,11 +1608,18 @@ bool ftpad_record_busy(void)
 
 /* exechooks.c (libftpad.so only): before an exec, write every buffer, so
  * that the image ends where the next one (exec_from=) begins. */
+/* exechooks.c: the image ends here as at exit, totals included, and the
+ * next program continues the trace into the next image.  Should the exec
+ * fail, the image goes on and its end appends later totals (the last
+ * ones count: docs/format.md). */
 void ftpad_record_before_exec(void)
 {
+	struct ftpad_stats st = { .sz = sizeof(st) };
+
 	if (started && !ended) {
 		flush_all();
-		clock_sync();
+		ftpad_get_stats(&st);
+		write_stats(&st);
 	}
 }
 

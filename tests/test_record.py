@@ -170,7 +170,7 @@ def test_fork_child_has_its_own_image(prog, tmp_path):
 
 
 def test_exec_continues_into_the_next_image(prog, tmp_path):
-    p, trace, _ = record(prog, tmp_path, "exec")
+    p, trace, (sites, enabled, events, dropped, nbytes) = record(prog, tmp_path, "exec")
     before, after = counts(p.stdout)
     pid = p.stdout and sorted(trace.images)[0].split(".")[0]
     assert sorted(trace.images) == [f"{pid}.0", f"{pid}.1"]
@@ -179,6 +179,22 @@ def test_exec_continues_into_the_next_image(prog, tmp_path):
     assert first.calls()["mid"] == before["mid"] == 2
     assert second.calls()["mid"] == after["mid"] == 4
     assert second.kv["argv"] == [f"{prog / 'prog'} count 4"]
+    # The image that exec'ed ended with its totals, and the summary counts
+    # both images' events.
+    for image in (first, second):
+        assert image.kv["events"] == [str(image.events())]
+    assert events == first.events() + second.events() and dropped == 0
+    assert (sites, enabled) == (int(first.kv["sites"][0]), int(first.kv["enabled"][0]))
+
+
+def test_failed_exec_goes_on_in_the_same_image(prog, tmp_path):
+    """An exec that fails: the image wrote its totals before it, goes on,
+    and appends later ones at exit, which are the ones that count."""
+    p, trace, (_, _, events, dropped, _) = record(prog, tmp_path, "execfail")
+    [image] = trace.images.values()
+    assert counts(p.stdout)[0]["mid"] == image.calls()["mid"] == 4
+    assert len(image.kv["events"]) == 2 and image.kv["events"][-1] == str(image.events())
+    assert events == image.events() and dropped == 0
 
 
 @pytest.mark.parametrize("how,status", [("_exit", 5), ("_Exit", 6)])

@@ -103,27 +103,28 @@ int write_info_head(const char *tmp, char *const *argv, const char *extra)
 	return fclose(f);
 }
 
+/* An image's totals, added to sum: the last of each key, since an image
+ * whose exec failed went on and appended later totals (docs/format.md). */
 static void add_image_stats(const char *path, struct summary *sum, bool first)
 {
 	FILE *f = fopen(path, "r");
+	struct summary image = { 0 };
 	char line[8192];
-	unsigned long long v;
 
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "events=%llu", &v) == 1)
-			sum->events += v;
-		else if (sscanf(line, "dropped=%llu", &v) == 1)
-			sum->dropped += v;
-		else if (sscanf(line, "bytes=%llu", &v) == 1)
-			sum->bytes += v;
-		else if (first && sscanf(line, "sites=%llu", &v) == 1)
-			sum->sites = v;
-		else if (first && sscanf(line, "enabled=%llu", &v) == 1)
-			sum->enabled = v;
+		if (sscanf(line, "events=%llu", &image.events) == 1 ||
+		    sscanf(line, "dropped=%llu", &image.dropped) == 1 ||
+		    sscanf(line, "bytes=%llu", &image.bytes) == 1 ||
+		    sscanf(line, "sites=%llu", &image.sites) == 1)
+			continue;
+		sscanf(line, "enabled=%llu", &image.enabled);
 	}
 	fclose(f);
+	sum->events += image.events, sum->dropped += image.dropped, sum->bytes += image.bytes;
+	if (first)
+		sum->sites = image.sites, sum->enabled = image.enabled;
 }
 
 void summarize(const char *tmp, pid_t pid, struct summary *sum)

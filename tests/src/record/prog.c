@@ -8,6 +8,7 @@
  *   prog forks K N  K children at once, each calls mid() N times; then the
  *                   parent, once they have exited, N times
  *   prog exec       mid() twice, then execv itself as "prog count 4"
+ *   prog execfail   mid() twice, an execv that fails, mid() twice more
  *   prog _exit N    mid() N times, then _exit(5): no destructor runs
  *   prog _Exit N    the same with _Exit(6)
  *   prog vfork      mid() 3 times, a vfork child that calls _exit(0) at
@@ -150,6 +151,15 @@ int main(int argc, char **argv)
 			s += mid(i);
 		report();
 		return failed;
+	}
+	if (!strcmp(mode, "execfail")) {
+		char *args[] = { "/nonexistent/prog", NULL };
+
+		s += mid(1) + mid(2);
+		execv(args[0], args);
+		s += mid(3) + mid(4);
+		report();
+		return 0;
 	}
 	if (!strcmp(mode, "exec")) {
 		char *args[] = { argv[0], "count", "4", NULL };
