@@ -22,7 +22,12 @@ filtered, --graph) and prints what it saw, each line "A64: ...".  Here:
 - a process whose one thread is in an SVE loop (-cpu max: 512-bit
   vectors) is refused (no thread at a safe point: the stub's frame has no
   SVE record), and its sums stay right; skipped while the kernel has no
-  CONFIG_ARM64_SVE (tinyconfig's default)."""
+  CONFIG_ARM64_SVE (tinyconfig's default).
+
+The same boot also runs `ftpad record` of tests/src/record/prog.c in its
+exec mode, which qemu-user cannot run (no aarch64 exec without
+binfmt_misc): the exec'ed image continues the trace, and the events
+before the exec are in it (libftpad.so's exec hook)."""
 import pathlib
 import re
 import shutil
@@ -57,6 +62,8 @@ def initramfs(workdir):
          "-pthread", "-o", root / "server", SRC / "server.c"])
     run([CC, "-O2", "-Wall", "-Werror", "-march=armv8.2-a+sve", f"-fplugin={A64_PLUGIN}",
          "-o", root / "sve_spin", SRC / "sve_spin.c"])
+    run([CC, "-O2", f"-fplugin={A64_PLUGIN}", "-fplugin-arg-ftpad-exit=1", "-o", root / "prog",
+         ROOT / "tests" / "src" / "record" / "prog.c", "-lpthread", "-ldl"])
     run([CC, "-static", "-O2", "-Wall", "-Werror", "-o", root / "init",
          SRC / "guest_aarch64.c"])
     shutil.copy(A64_FTPAD, root / "ftpad" / "bin" / "ftpad")
@@ -166,3 +173,23 @@ def test_a_thread_with_live_sve_state_is_never_chosen(console):
     assert tool and one(console, "tool-exit sve ") == "1", console[-12:]
     assert re.fullmatch(r"rounds=[1-9]\d* errors=0 lanes=\d+", one(console, "sve sve ")), console
     assert one(console, "sve-exit ") == "0"
+
+
+def test_record_exec_continues_into_the_next_image(console):
+    """prog exec: mid() twice, then execv of itself as "prog count 4".  Both
+    images are in the trace, the second exec'ed from the first, and the
+    first's two calls were written before the exec replaced its memory."""
+    assert one(console, "rec-exit ") == "7", console
+    assert [ln for ln in console if ln.startswith("rec leaf=")] == [
+        "rec leaf=2 mid=2", "rec leaf=4 mid=4"]
+    summary = [ln for ln in console if ln.startswith("rec ftpad: ")]
+    assert len(summary) == 1, console
+    images = [re.search(r" of (\d+)\.(\d+) /prog(?:, exec from (\d+)\.(\d+))?$", ln)
+              for ln in console if ln.startswith("rec-replay # thread ")]
+    assert len(images) == 2 and all(images), [ln for ln in console if ln.startswith("rec")]
+    first, second = sorted(m.groups() for m in images)
+    assert first == (first[0], "0", None, None) and second == (first[0], "1", first[0], "0")
+    # The summary counts both images: 13 events before the exec, 22 after.
+    assert " 35 events, 0 dropped" in summary[0], summary
+    calls, _ = report_calls(console, "rec")
+    assert calls["mid"] == 6 and calls["leaf"] == 6 and calls["main"] == 2, calls

@@ -15,6 +15,10 @@
  *   sve     /sve_spin (tests/src/attach/sve_spin.c), whose one thread is
  *           nearly always in an SVE loop: attach must say no.
  *
+ * Then `ftpad record` of /prog (tests/src/record/prog.c, dynamically
+ * linked) in its exec mode, which qemu-user cannot run: the recorder's exec
+ * hook must write the first image's buffers before the exec.
+ *
  * It prints what the host checks, each line "A64: ...": the server's own
  * lines (its parked counts, its status, its final line), the tool's
  * output and exit status, `ftpad report -s name` of each trace, and
@@ -336,6 +340,32 @@ static void sve_round(void)
 	server = saved;
 }
 
+/* `ftpad record -- /prog exec`: its output, exit status, the replay's
+ * thread lines and the report, as "rec ..." lines. */
+static void record_round(void)
+{
+	char *argv[] = { FTPAD, "record", "-o", "/tmp/rec", "--", "/prog", "exec", NULL };
+	char *replay[] = { FTPAD, "replay", "/tmp/rec", NULL };
+	char line[512];
+	int fd, st;
+	pid_t pid = spawn(argv, -1, &fd, 0);
+	FILE *f = fdopen(fd, "r");
+
+	while (fgets(line, sizeof(line), f))
+		say_line("rec", line);
+	fclose(f);
+	waitpid(pid, &st, 0);
+	printf("A64: rec-exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	pid = spawn(replay, -1, &fd, 0);
+	f = fdopen(fd, "r");
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "# thread", 8))
+			say_line("rec-replay", line);
+	fclose(f);
+	waitpid(pid, &st, 0);
+	report("rec");
+}
+
 int main(void)
 {
 	char *exact1[] = { "-F", "work_*", NULL };
@@ -384,6 +414,7 @@ int main(void)
 	waitpid(server, &ws, 0);
 	printf("A64: server-exit %d\n", WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
 	sve_round();
+	record_round();
 off:
 	printf("A64: done\n");
 	sync();
