@@ -160,6 +160,12 @@ void ftpad_arch_mask_wait(void) FTPAD_HIDDEN;
 /* In a forked child: no batch that another thread was writing. */
 void ftpad_arch_fork_child(void) FTPAD_HIDDEN;
 
+/* A signal handler's ucontext: whether it interrupted the fast recording
+ * path with a chunk slot reserved and its event not yet counted, the
+ * chunk's last slot (x86_64: trampoline_x86_64.S RECORD's window; aarch64
+ * has no fast path). */
+bool ftpad_arch_record_slot_open(const void *ucontext) FTPAD_HIDDEN;
+
 /* Where the n-th integer argument is saved: its register's slot in regs,
  * or its place on the stack (ftpad_regs_get_argument() reads it,
  * ftpad_regs_set_argument() writes it, and the trampoline reloads the

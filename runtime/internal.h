@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ftpad.h"
 #include "ftpad_site.h"
 
@@ -593,6 +594,11 @@ void ftpad_record_before_exit(void) FTPAD_HIDDEN;
 /* For sighooks.c: whether the recorder runs; a SIGNAL or SIGRETURN event. */
 bool ftpad_record_active(void) FTPAD_HIDDEN;
 void ftpad_record_signal(unsigned kind, int sig, uintptr_t sp) FTPAD_HIDDEN;
+/* sighooks.c: what stands for SIG_DFL while a program is recorded (the
+ * recorder's end by that signal), or NULL; and whether act is it. */
+struct sigaction;
+const struct sigaction *ftpad_record_default_action(int sig) FTPAD_HIDDEN;
+bool ftpad_record_is_default_action(const struct sigaction *act) FTPAD_HIDDEN;
 /* attach.c's sessions: start one with the settings of req (kept by the
  * caller until the stop): 0 and the sites known and enabled, or a negative
  * errno (said through ftpad_warn() too), -EBUSY while a trace is being
@@ -628,21 +634,6 @@ struct ftpad_early_entry {
 	char comm[17];
 };
 
-/* The recorder's clock (<ftpad_trace.h>): TSC, or CNTVCT_EL0. */
-static inline uint64_t ftpad_trace_clock(void)
-{
-#if defined(__x86_64__)
-	uint32_t lo, hi;
-
-	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-	return (uint64_t)hi << 32 | lo;
-#else
-	uint64_t v;
-
-	__asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
-	return v;
-#endif
-}
 /* envp: the environment (getenv() finds nothing before libc is set up). */
 void ftpad_early_start(char **envp) FTPAD_HIDDEN;
 bool ftpad_early_active(void) FTPAD_HIDDEN;

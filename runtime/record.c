@@ -47,6 +47,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "ftpad_trace.h"
 #include "internal.h"
 #include "quiesce.h"
@@ -78,6 +79,11 @@ struct rthread {
 	int fd;               /* its events file, opened by the writer */
 	pid_t tid;
 	char comm[16];
+	/* record_event() between its first and last step: the slot it takes
+	 * and the count before, for end_by_signal(). */
+	int open;
+	uint32_t open_index;
+	uint64_t events_at_open;
 };
 
 static char dir[PATH_MAX];  /* FTPAD_RECORD */
@@ -439,6 +445,28 @@ static void count_drop(struct rthread *t)
 }
 
 /*
+ * ev into c, the thread's chunk, counted: step by step, so that a signal
+ * that ends the process in between (end_by_signal()) can tell from open,
+ * the slot and the count whether the event is in the chunk and counted.
+ */
+static void write_event(struct rthread *t, struct chunk *c, struct ftpad_event ev)
+{
+	uint32_t n = c->n;
+
+	t->open_index = n;
+	t->events_at_open = t->events;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->open = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->events++;
+	c->ev[n] = ev;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	c->n = n + 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->open = 0;
+}
+
+/*
  * One event on the calling thread: the entry and exit callbacks come
  * here, as do signal brackets.
  */
@@ -465,8 +493,8 @@ static void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries
 				    (!make_room(t) || !(c = t->cur))) {
 		count_drop(t);
 	} else {
-		c->ev[c->n++] = (struct ftpad_event){ ftpad_trace_clock(), ftpad_event_what(kind, site), sp };
-		t->events++;
+		write_event(t, c, (struct ftpad_event){ ftpad_trace_clock(),
+							ftpad_event_what(kind, site), sp });
 	}
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	t->busy--;
@@ -866,15 +894,9 @@ static void append_image(const char *text)
 
 static void clock_sync(void)
 {
-	struct timespec ts;
-	uint64_t t0 = ftpad_trace_clock(), t1;
 	char line[96];
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	t1 = ftpad_trace_clock();
-	snprintf(line, sizeof(line), "clock_sync=%llu %llu\n",
-		 (unsigned long long)(t0 + (t1 - t0) / 2),
-		 (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec);
+	ftpad_clock_sync_line(line, sizeof(line));
 	append_file("info", line);
 }
 
@@ -1012,10 +1034,18 @@ static void stop_events(void)
 		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 }
 
+/* The enabled= of an end from a signal handler, which must not count the
+ * sites (ftpad_get_stats() takes the ops lock, which the thread it
+ * interrupted may hold): the count once the trace began. */
+static unsigned long enabled_at_start;
+/* atomic: the thread in record_end(), and whether that end is done */
+static pid_t ending_tid;
+static int end_done;
+
 /* The trace's end, as at exit.  wait: take end_lock even if that means
  * waiting; otherwise give up when another end holds it (it writes the
- * buffers itself). */
-static void record_end(bool wait)
+ * buffers itself).  in_handler: from a signal handler (end_by_signal()). */
+static void record_end(bool wait, bool in_handler)
 {
 	struct ftpad_stats st = { .sz = sizeof(st) };
 
@@ -1023,22 +1053,137 @@ static void record_end(bool wait)
 		pthread_mutex_lock(&end_lock);
 	else if (pthread_mutex_trylock(&end_lock))
 		return;
+	__atomic_store_n(&ending_tid, gettid(), __ATOMIC_RELAXED);
 	if (started && !__atomic_exchange_n(&ended, 1, __ATOMIC_ACQ_REL)) {
 		/* Threads still running stop adding events first, so that no
 		 * chunk is written to while it is handed over (one already
 		 * inside record_event() may still finish its event: a narrow
 		 * window). */
-		ftpad_get_stats(&st);
+		if (in_handler)
+			st.enabled = enabled_at_start;
+		else
+			ftpad_get_stats(&st);
 		stop_events();
 		flush_all();
 		write_stats(&st);
+		__atomic_store_n(&end_done, 1, __ATOMIC_RELEASE);
 	}
+	__atomic_store_n(&ending_tid, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&end_lock);
+}
+
+/*
+ * A signal whose default action ends the process (a crash, abort(),
+ * Ctrl-C, kill, a closed pipe) would take the buffered events with it,
+ * the very ones that tell what happened.  While a program is recorded
+ * from its start (not in an attach session: that process is not ours to
+ * change), each of these that it leaves at the default action is caught
+ * by end_by_signal(): the trace ends as at exit, then the default action
+ * is back and the signal raised again, so the process ends by it as it
+ * would have, core dump and exit status included.  A handler the program
+ * installs replaces it, as it would the default (sighooks.c shows the
+ * default to a query, and puts this one back for SIG_DFL).  SIGKILL cannot
+ * be caught: an image so killed has no totals, which ftpad record says.
+ */
+static const int ending_signals[] = { SIGHUP, SIGINT, SIGQUIT, SIGILL, SIGABRT, SIGBUS,
+				      SIGFPE, SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM,
+				      SIGTERM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS };
+
+/* glibc's, as sighooks.c calls it: not the interposed sigaction. */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+/* The event this thread was writing when a signal came, settled: in the
+ * trace and counted, or neither and counted as dropped.  uc: the
+ * signal's context. */
+static void settle_open_event(struct rthread *t, const void *uc)
+{
+	struct chunk *c = t->cur;
+
+	if (c && ftpad_arch_record_slot_open(uc)) {
+		c->n--; /* the fast path's: reserved, maybe half written */
+		count_drop(t);
+	} else if (c && t->open) {
+		bool in = c->n == t->open_index + 1, counted = t->events != t->events_at_open;
+
+		if (counted && !in)
+			t->events--;
+		if (!in)
+			count_drop(t);
+		t->open = 0;
+	}
+}
+
+static void end_by_signal(int sig, siginfo_t *info, void *uc)
+{
+	struct rthread *t = self;
+	int saved = errno;
+
+	(void)info;
+	if (t)
+		settle_open_event(t, uc);
+	if (__atomic_load_n(&started, __ATOMIC_ACQUIRE) && getpid() == recording_pid) {
+		record_end(false, true);
+		/* Another thread's end (a crash on two threads, or exit()
+		 * meeting a kill): let it finish, for at most two seconds. */
+		for (int i = 0; i < 2000 && !__atomic_load_n(&end_done, __ATOMIC_ACQUIRE) &&
+				__atomic_load_n(&ending_tid, __ATOMIC_RELAXED) != gettid() &&
+				__atomic_load_n(&ended, __ATOMIC_ACQUIRE); i++)
+			nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
+	/* SA_RESETHAND put the default action back, and every signal is
+	 * blocked here: the process ends by sig as this returns. */
+	raise(sig);
+	errno = saved;
+}
+
+static const struct sigaction ending_action = {
+	.sa_sigaction = end_by_signal,
+	.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK | SA_RESTART,
+};
+
+static bool is_ending_signal(int sig)
+{
+	for (size_t i = 0; i < sizeof(ending_signals) / sizeof(ending_signals[0]); i++)
+		if (ending_signals[i] == sig)
+			return true;
+	return false;
+}
+
+/* sighooks.c: the action that stands for SIG_DFL while the program is
+ * recorded, or NULL. */
+const struct sigaction *ftpad_record_default_action(int sig)
+{
+	static struct sigaction act;
+
+	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || request || !is_ending_signal(sig))
+		return NULL;
+	act = ending_action;
+	sigfillset(&act.sa_mask);
+	return &act;
+}
+
+bool ftpad_record_is_default_action(const struct sigaction *act)
+{
+	return (act->sa_flags & SA_SIGINFO) && act->sa_sigaction == end_by_signal;
+}
+
+static void catch_ending_signals(void)
+{
+	struct sigaction act = ending_action, old;
+
+	sigfillset(&act.sa_mask);
+	for (size_t i = 0; i < sizeof(ending_signals) / sizeof(ending_signals[0]); i++) {
+		int sig = ending_signals[i];
+
+		if (!__sigaction(sig, NULL, &old) && !(old.sa_flags & SA_SIGINFO) &&
+		    old.sa_handler == SIG_DFL)
+			__sigaction(sig, &act, NULL);
+	}
 }
 
 __attribute__((destructor(101))) static void record_stop(void)
 {
-	record_end(true);
+	record_end(true, false);
 }
 
 /*
@@ -1052,7 +1197,7 @@ __attribute__((destructor(101))) static void record_stop(void)
 void ftpad_record_before_exit(void)
 {
 	if (__atomic_load_n(&started, __ATOMIC_ACQUIRE) && getpid() == recording_pid)
-		record_end(false);
+		record_end(false, false);
 }
 
 /* The files of a trace that ended, closed, so that the next session's
@@ -1340,9 +1485,8 @@ static void take_early(void)
 			count_drop(t);
 			continue;
 		}
-		t->cur->ev[t->cur->n++] = (struct ftpad_event){ e[i].time,
-			ftpad_event_what(kind, (uint32_t)id), e[i].sp };
-		t->events++;
+		write_event(t, t->cur, (struct ftpad_event){ e[i].time,
+			ftpad_event_what(kind, (uint32_t)id), e[i].sp });
 	}
 }
 
@@ -1547,6 +1691,13 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	if (err)
 		return err;
 	register_modules();
+	if (!request) {
+		struct ftpad_stats st = { .sz = sizeof(st) };
+
+		if (!ftpad_get_stats(&st))
+			enabled_at_start = st.enabled;
+		catch_ending_signals();
+	}
 	take_early();
 	/* After the first patching: a thread being created has every signal
 	 * blocked for a moment, and a site patched through int3 would then be
@@ -1616,11 +1767,13 @@ void ftpad_record_before_exec(void)
 {
 	struct ftpad_stats st = { .sz = sizeof(st) };
 
+	pthread_mutex_lock(&end_lock);
 	if (started && !ended) {
 		flush_all();
 		ftpad_get_stats(&st);
 		write_stats(&st);
 	}
+	pthread_mutex_unlock(&end_lock);
 }
 
 bool ftpad_record_active(void)

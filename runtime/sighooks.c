@@ -10,6 +10,11 @@
  * are the program's, and a query returns the program's handler and flags.
  * glibc's signal() reaches sigaction without the PLT, so both are
  * interposed; libftpad.map gives them glibc's version.
+ *
+ * A signal left at its default action that would end the process has the
+ * recorder's handler instead, which ends the trace first (record.c
+ * end_by_signal()): a query shows SIG_DFL for it, and setting SIG_DFL
+ * sets it.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -81,11 +86,17 @@ FTPAD_API int sigaction(int sig, const struct sigaction *act, struct sigaction *
 		__atomic_store_n(&wrapped[sig].handler, (void *)act->sa_sigaction,
 				 __ATOMIC_RELEASE);
 		act = &mine;
+	} else if (act && act->sa_handler == SIG_DFL && ftpad_record_default_action(sig)) {
+		act = ftpad_record_default_action(sig); /* the default, trace ended first */
 	}
 	err = real_sigaction(sig, act, old);
 	if (!err && old && old->sa_sigaction == wrapper) {
 		old->sa_sigaction = (void (*)(int, siginfo_t *, void *))prev_handler;
 		old->sa_flags = prev_flags;
+	} else if (!err && old && ftpad_record_is_default_action(old)) {
+		old->sa_handler = SIG_DFL;
+		old->sa_flags = 0;
+		sigemptyset(&old->sa_mask);
 	}
 	return err;
 }

@@ -11,7 +11,9 @@ import collections
 import os
 import pathlib
 import re
+import signal
 import struct
+import subprocess
 
 import pytest
 
@@ -305,6 +307,105 @@ def test_size_caps_every_process_of_the_trace_together(prog, tmp_path):
     assert dropped > 0 and events + dropped == made
 
 
+def assert_whole(image, summary):
+    """A trace cut by a signal is still whole: the image has its totals,
+    which the summary line repeats, and every event is one the program
+    made (a known site, times in order).  summary: ftpad record's stderr."""
+    m = SUMMARY.search(summary)
+    assert m, summary
+    events, dropped = int(m.group(3)), int(m.group(4))
+    assert image.kv["events"] == [str(image.events())] == [str(events)]
+    assert image.kv["dropped"] == [str(dropped)] and image.lost() == dropped
+    for evs in image.threads.values():
+        assert all(s in image.sites for _, k, s, _ in evs if k in ("entry", "exit"))
+        times = [t for t, k, _, _ in evs if k != "lost"]
+        assert times == sorted(times)
+
+
+@pytest.mark.parametrize("how,sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT)])
+def test_a_crash_keeps_its_events(prog, tmp_path, how, sig):
+    """A program that crashes ends its trace first (record.c
+    end_by_signal()), and then dies of the same signal: every call up to
+    the crash is in the trace, with the image's totals."""
+    out = tmp_path / "trace"
+    p = run([FTPAD_BIN, "record", "-o", out, "--", prog / "prog", "crash", how, "500"],
+            check=False, cwd=tmp_path)
+    plain = run([prog / "prog", "crash", how, "500"], check=False, cwd=tmp_path)
+    assert plain.returncode == -sig and p.returncode == 128 + sig
+    assert p.stdout == plain.stdout
+    [image] = Trace(out).images.values()
+    calls = image.calls()
+    assert (calls["mid"], calls["leaf"], calls["report"], calls["crash"]) == (500, 500, 1, 1)
+    assert_whole(image, p.stderr)
+
+
+def spin_and_signal(prog, tmp_path, sig, to):
+    """`ftpad record -- prog spin` in a session of its own, sent sig once
+    the program runs: to the program ("prog"), to ftpad ("ftpad"), or to
+    the whole process group, as a terminal's Ctrl-C is ("group")."""
+    out = tmp_path / "trace"
+    p = subprocess.Popen([str(FTPAD_BIN), "record", "-o", str(out), "--", str(prog / "prog"),
+                          "spin"], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert p.stdout.readline() == "ready\n"
+    if to == "group":
+        os.killpg(p.pid, sig)
+    elif to == "ftpad":
+        os.kill(p.pid, sig)
+    else:
+        [child] = pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+        os.kill(int(child), sig)
+    _, err = p.communicate(timeout=60)
+    return p.returncode, err, out
+
+
+@pytest.mark.parametrize("sig,to", [(signal.SIGINT, "group"), (signal.SIGTERM, "ftpad"),
+                                    (signal.SIGTERM, "prog"), (signal.SIGHUP, "ftpad"),
+                                    (signal.SIGPIPE, "prog")],
+                         ids=["ctrl-c", "term-ftpad", "term-prog", "hup-ftpad", "pipe-prog"])
+def test_a_signal_that_ends_the_program_keeps_its_events(prog, tmp_path, sig, to):
+    """A program ended by a signal keeps its trace: ftpad record ignores
+    Ctrl-C (the program gets it from the terminal), passes SIGTERM and
+    SIGHUP on, and installs the trace once the program is gone; the
+    program ends its trace, then dies of the signal, and ftpad record
+    exits as it did."""
+    status, err, out = spin_and_signal(prog, tmp_path, sig, to)
+    assert status == 128 + sig, err
+    assert "warning" not in err
+    [image] = Trace(out).images.values()
+    assert image.calls()["mid"] > 0
+    assert_whole(image, err)
+
+
+def test_sigkill_is_said(prog, tmp_path):
+    """SIGKILL cannot be caught: what the program still held is lost, and
+    ftpad record says so; the trace is installed all the same, with a
+    second clock point so that its times convert."""
+    status, err, out = spin_and_signal(prog, tmp_path, signal.SIGKILL, "prog")
+    assert status == 128 + signal.SIGKILL
+    [image] = Trace(out).images.values()
+    assert f"process image {image.name} ended without its totals" in err
+    assert "events" not in image.kv
+    assert len(read_kv(out / "info")["clock_sync"]) >= 2
+    said = run([FTPAD_BIN, "replay", out])
+    assert "clock_sync point" not in said.stderr
+
+
+def test_the_default_action_still_reads_as_default(prog, tmp_path):
+    """The handler that stands for SIG_DFL while recording is not seen: a
+    query says SIG_DFL, before and after the program sets it, and a
+    signal so set still ends the trace first."""
+    out = tmp_path / "trace"
+    p = run([FTPAD_BIN, "record", "-o", out, "--", prog / "prog", "dflquery"], check=False,
+            cwd=tmp_path)
+    plain = run([prog / "prog", "dflquery"], check=False, cwd=tmp_path)
+    assert p.stdout == plain.stdout == "term_default=1 int_default=1\nleaf=3 mid=3\n"
+    assert plain.returncode == -signal.SIGINT and p.returncode == 128 + signal.SIGINT
+    [image] = Trace(out).images.values()
+    assert image.calls()["mid"] == 3
+    assert_whole(image, p.stderr)
+
+
 @pytest.mark.parametrize("args,message", [
     (["-F"], "record: option '-F' needs an argument"),
     (["-F", "", "true"], "record: option '-F' takes one glob"),
@@ -469,4 +570,14 @@ def test_aarch64_exit_without_destructors_keeps_every_event(a64_prog, tmp_path, 
     own = counts(p.stdout)[0]
     calls = image.calls()
     assert (calls["mid"], calls["leaf"]) == (own["mid"], own["leaf"]) == (50, 50)
+    assert image.kv["events"] == [str(image.events())] and image.kv["dropped"] == ["0"]
+
+
+@pytest.mark.parametrize("how,sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT)])
+def test_aarch64_crash_keeps_its_events(a64_prog, tmp_path, how, sig):
+    """end_by_signal() on aarch64, where every event takes the C path."""
+    p, image = record_a64(a64_prog, tmp_path, "crash", how, "50")
+    assert p.returncode == -sig
+    calls = image.calls()
+    assert (calls["mid"], calls["leaf"], calls["crash"]) == (50, 50, 1)
     assert image.kv["events"] == [str(image.events())] and image.kv["dropped"] == ["0"]

@@ -702,3 +702,9 @@ void ftpad_arch_mask_wait(void)
 void ftpad_arch_fork_child(void)
 {
 }
+
+bool ftpad_arch_record_slot_open(const void *ucontext)
+{
+	(void)ucontext;
+	return false;
+}

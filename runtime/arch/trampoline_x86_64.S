@@ -484,14 +484,20 @@ FUNC \name
 	movl %r8d, %eax
 	addl $1, %r8d
 	cmpxchgl %r8d, CH_N(%rsi) /* reserve ev[n], unless a handler wrote since */
-	jne 92b
+95:	jne 92b
 	shlq $4, %rax
 	movq %rdx, CH_EV(%rsi,%rax)
 	movl %ecx, CH_EV+8(%rsi,%rax)
 	leaq \spoff(%rsp), %rdx
 	movl %edx, CH_EV+12(%rsi,%rax)
 	addq $1, RT_FAST(%rdi)
-	subl $1, RT_PENDING(%rdi)
+96:	subl $1, RT_PENDING(%rdi)
+	/* From 95 (with ZF) to 96: ev[n] is ours, its event not yet counted
+	 * (x86_64.c ftpad_arch_record_slot_open()). */
+	.pushsection ftpad_record_windows, "aw"
+	.balign 8
+	.quad 95b, 96b
+	.popsection
 	jmp 94f
 93:	subl $1, RT_PENDING(%rdi)
 	jmp \fail

@@ -836,6 +836,34 @@ void ftpad_arch_fork_child(void)
 		trap_batch = 0;
 }
 
+/*
+ * trampoline_x86_64.S RECORD lists, for each of its copies, the address of
+ * the jne that follows its cmpxchg (the slot is reserved there when ZF is
+ * set) and of the instruction after it counts the event: between the two,
+ * the chunk's last slot is this thread's, and its event is not counted.
+ */
+struct record_window {
+	uintptr_t reserved, counted;
+};
+extern const struct record_window __start_ftpad_record_windows[] __attribute__((weak));
+extern const struct record_window __stop_ftpad_record_windows[] __attribute__((weak));
+
+bool ftpad_arch_record_slot_open(const void *ucontext)
+{
+	const ucontext_t *uc = ucontext;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	enum { ZF = 1 << 6 };
+
+	for (const struct record_window *w = __start_ftpad_record_windows;
+	     w && w < __stop_ftpad_record_windows; w++) {
+		if (pc == w->reserved)
+			return uc->uc_mcontext.gregs[REG_EFL] & ZF;
+		if (pc > w->reserved && pc < w->counted)
+			return true;
+	}
+	return false;
+}
+
 /* From here until trap_batch_end(), a thread that comes to block SIGTRAP
  * waits first (ftpad_arch_mask_wait()). */
 static void trap_batch_begin(void)

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,35 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
 	return take_prog(argc, argv, &o->argv);
 }
 
+/*
+ * While PROG runs, a signal that would end `ftpad record` must not cut the
+ * trace short: the directory is only installed, and summed up, once PROG
+ * has ended.  Ctrl-C and Ctrl-\ reach PROG from the terminal anyway (one
+ * process group), so they are ignored here, as system() does; SIGTERM and
+ * SIGHUP, which are sent to a pid, are passed on to PROG, whose recorder
+ * then ends its trace before it dies of them (docs/runtime.md).
+ */
+static volatile sig_atomic_t recorded_pid;
+
+static void pass_on(int sig)
+{
+	if (recorded_pid > 0)
+		kill(recorded_pid, sig);
+}
+
+static void shield_from_signals(void)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN }, relay = { .sa_handler = pass_on };
+
+	sigemptyset(&ign.sa_mask);
+	sigfillset(&relay.sa_mask);
+	relay.sa_flags = SA_RESTART;
+	sigaction(SIGINT, &ign, NULL);
+	sigaction(SIGQUIT, &ign, NULL);
+	sigaction(SIGTERM, &relay, NULL);
+	sigaction(SIGHUP, &relay, NULL);
+}
+
 /* PROG run with the recorder on: its wait status, or -1; *pidp: its pid. */
 static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, pid_t *pidp)
 {
@@ -261,6 +291,8 @@ static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, 
 		fprintf(stderr, "ftpad: error: cannot run '%s': %s\n", o->argv[0], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
+	recorded_pid = pid;
+	shield_from_signals();
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	*pidp = pid;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../clock.h"
 #include "tracedir.h"
 
 #ifndef FTPAD_INSTALL_LIBDIR
@@ -104,16 +105,20 @@ int write_info_head(const char *tmp, char *const *argv, const char *extra)
 }
 
 /* An image's totals, added to sum: the last of each key, since an image
- * whose exec failed went on and appended later totals (docs/format.md). */
-static void add_image_stats(const char *path, struct summary *sum, bool first)
+ * whose exec failed went on and appended later totals (docs/format.md).
+ * An image without them was cut short, by SIGKILL most likely: said. */
+static void add_image_stats(const char *path, const char *name, struct summary *sum,
+			    bool first)
 {
 	FILE *f = fopen(path, "r");
 	struct summary image = { 0 };
+	bool ended = false;
 	char line[8192];
 
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
+		ended |= !strncmp(line, "events=", 7);
 		if (sscanf(line, "events=%llu", &image.events) == 1 ||
 		    sscanf(line, "dropped=%llu", &image.dropped) == 1 ||
 		    sscanf(line, "bytes=%llu", &image.bytes) == 1 ||
@@ -122,6 +127,10 @@ static void add_image_stats(const char *path, struct summary *sum, bool first)
 		sscanf(line, "enabled=%llu", &image.enabled);
 	}
 	fclose(f);
+	if (!ended)
+		fprintf(stderr, "ftpad: warning: process image %s ended without its totals "
+			"(killed by SIGKILL?): the events it still held are lost, and not "
+			"counted\n", name);
 	sum->events += image.events, sum->dropped += image.dropped, sum->bytes += image.bytes;
 	if (first)
 		sum->sites = image.sites, sum->enabled = image.enabled;
@@ -138,7 +147,7 @@ void summarize(const char *tmp, pid_t pid, struct summary *sum)
 		if (d->d_name[0] == '.' || !strchr(d->d_name, '.'))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/image", tmp, d->d_name);
-		add_image_stats(path, sum, !strcmp(d->d_name, first));
+		add_image_stats(path, d->d_name, sum, !strcmp(d->d_name, first));
 	}
 	if (dir)
 		closedir(dir);
@@ -146,13 +155,18 @@ void summarize(const char *tmp, pid_t pid, struct summary *sum)
 
 void append_summary(const char *tmp, const char *head, const struct summary *sum)
 {
-	char info[PATH_MAX + 16];
+	char info[PATH_MAX + 16], sync[96];
 	FILE *f;
 
 	snprintf(info, sizeof(info), "%s/info", tmp);
 	f = fopen(info, "a");
 	if (!f)
 		return;
+	/* A last clock point, read here once every process is done: one that
+	 * was killed wrote only its first (the clock counts the same in every
+	 * process of the machine). */
+	ftpad_clock_sync_line(sync, sizeof(sync));
+	fputs(sync, f);
 	fprintf(f, "%ssites=%llu\nenabled=%llu\nevents=%llu\ndropped=%llu\nbytes=%llu\n", head,
 		sum->sites, sum->enabled, sum->events, sum->dropped, sum->bytes);
 	fclose(f);

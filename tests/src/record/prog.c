@@ -15,6 +15,14 @@
  *                   once, then mid() twice more
  *   prog dlopen LIB lib_fn() of LIB 6 times, then dlclose
  *   prog deep N     deep() recursing N frames deep
+ *   prog crash segv|abort N
+ *                   mid() N times, prints its counts, then crash() dies by
+ *                   a write through NULL (SIGSEGV) or by abort()
+ *   prog spin       calls mid() until a signal ends it, and prints "ready"
+ *                   after the first 1000 calls
+ *   prog dflquery   prints whether SIGTERM's action is the default, sets
+ *                   SIGINT's to the default and prints whether a query
+ *                   says so, calls mid() 3 times, then raises SIGINT
  *   prog signal     a SA_SIGINFO handler of SIGUSR1 (leaf() 3 times) and a
  *                   signal() handler of SIGUSR2 (mid() once), raised from
  *                   mid(); prints whether each handler saw its arguments
@@ -94,6 +102,24 @@ static void report(void)
 	printf("leaf=%ld mid=%ld\n", n_leaf, n_mid);
 }
 
+/* NULL, read through volatile: GCC cannot see it, so it writes there
+ * rather than trap (SIGILL). */
+static int *volatile nowhere;
+
+__attribute__((noinline)) void crash(const char *how)
+{
+	if (!strcmp(how, "abort"))
+		abort();
+	*nowhere = 1;
+}
+
+static int is_default(int sig)
+{
+	struct sigaction old;
+
+	return !sigaction(sig, NULL, &old) && old.sa_handler == SIG_DFL;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "count";
@@ -151,6 +177,34 @@ int main(int argc, char **argv)
 			s += mid(i);
 		report();
 		return failed;
+	}
+	if (!strcmp(mode, "crash") && argc > 3) {
+		for (long i = 0; i < atol(argv[3]); i++)
+			s += mid(i);
+		report();
+		fflush(stdout);
+		crash(argv[2]);
+		return 0;
+	}
+	if (!strcmp(mode, "spin")) {
+		for (long i = 0;; i++) {
+			if (i == 1000) {
+				printf("ready\n");
+				fflush(stdout);
+			}
+			s += mid(i);
+		}
+	}
+	if (!strcmp(mode, "dflquery")) {
+		printf("term_default=%d", is_default(SIGTERM));
+		signal(SIGINT, SIG_DFL);
+		printf(" int_default=%d\n", is_default(SIGINT));
+		for (int i = 0; i < 3; i++)
+			s += mid(i);
+		report();
+		fflush(stdout);
+		raise(SIGINT);
+		return 0;
 	}
 	if (!strcmp(mode, "execfail")) {
 		char *args[] = { "/nonexistent/prog", NULL };
