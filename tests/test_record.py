@@ -347,15 +347,23 @@ def spin_and_signal(prog, tmp_path, sig, to):
     p = subprocess.Popen([str(FTPAD_BIN), "record", "-o", str(out), "--", str(prog / "prog"),
                           "spin"], cwd=tmp_path, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert p.stdout.readline() == "ready\n"
-    if to == "group":
-        os.killpg(p.pid, sig)
-    elif to == "ftpad":
-        os.kill(p.pid, sig)
-    else:
-        [child] = pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
-        os.kill(int(child), sig)
-    _, err = p.communicate(timeout=60)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        if to == "group":
+            os.killpg(p.pid, sig)
+        elif to == "ftpad":
+            os.kill(p.pid, sig)
+        else:
+            [child] = pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+            os.kill(int(child), sig)
+        _, err = p.communicate(timeout=60)
+    finally:
+        # Whatever failed, no spinning program is left behind.
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
     return p.returncode, err, out
 
 
