@@ -1620,12 +1620,6 @@ static int register_record_ops(bool exits)
 	return err;
 }
 
-/*
- * Start a trace into trace_dir, image already named (how/from: how it
- * continues another one); the settings come from setting().  0, or a
- * negative errno, said through ftpad_warn() too; registering failed
- * leaves the trace started, with nothing patched.
- */
 /* The trace's shared count of reserved bytes (reserved, above); fresh:
  * this is the trace's first image, which zeroes it. */
 static void map_budget(bool fresh)
@@ -1651,6 +1645,12 @@ static void map_budget(bool fresh)
 		close(fd);
 }
 
+/*
+ * Start a trace into trace_dir, image already named (how/from: how it
+ * continues another one); the settings come from setting().  0, or a
+ * negative errno, said through ftpad_warn() too; registering failed
+ * leaves the trace started, with nothing patched.
+ */
 static int begin(const char *trace_dir, const char *how, const char *from, bool exits)
 {
 	int err;
@@ -1757,8 +1757,6 @@ bool ftpad_record_busy(void)
 	return __atomic_load_n(&started, __ATOMIC_ACQUIRE);
 }
 
-/* exechooks.c (libftpad.so only): before an exec, write every buffer, so
- * that the image ends where the next one (exec_from=) begins. */
 /* exechooks.c: the image ends here as at exit, totals included, and the
  * next program continues the trace into the next image.  Should the exec
  * fail, the image goes on and its end appends later totals (the last
