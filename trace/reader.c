@@ -425,8 +425,14 @@ static int map_thread(struct trace *t, struct trace_thread *th)
 	}
 	if (th->map_len)
 		madvise(th->map, th->map_len, MADV_SEQUENTIAL | MADV_WILLNEED);
-	if (t->quiet && th->map_len < sizeof(struct ftpad_trace_thread_header))
-		return 0; /* live: its header is being written; no events yet */
+	if (th->map_len < sizeof(struct ftpad_trace_thread_header)) {
+		/* live: its header is being written; no events yet.  Otherwise
+		 * its process was killed (SIGKILL) as it began the file. */
+		if (!t->quiet)
+			trace_warn(t, "%s: cut short before its header (%zu bytes): no events",
+				   th->path, th->map_len);
+		return 0;
+	}
 	header = trace_check_header(t, th->path, th->map, th->map_len, th);
 	if (header < 0)
 		return -1;
@@ -464,6 +470,14 @@ static int read_threads(struct trace *t, struct trace_image *im, const char *dir
 			im->threads = xrealloc(im->threads, (cap = cap * 2 + 8) * sizeof(*im->threads));
 		im->threads[im->nthreads] = (struct trace_thread){ .path = path_join(dir, de->d_name) };
 		rc = map_thread(t, &im->threads[im->nthreads++]);
+		if (!rc && !t->quiet && !im->threads[im->nthreads - 1].events) {
+			/* headerless (map_thread() said so): no thread to show */
+			struct trace_thread *th = &im->threads[--im->nthreads];
+
+			if (th->map)
+				munmap(th->map, th->map_len);
+			free(th->path);
+		}
 	}
 	closedir(d);
 	qsort(im->threads, im->nthreads, sizeof(*im->threads), by_tid);
