@@ -236,23 +236,27 @@ static int parse_trace(int argc, char **argv, struct trace_opts *o)
  * SIGHUP, which are sent to a pid, are passed on to PROG, whose recorder
  * then ends its trace before it dies of them (docs/runtime.md).
  */
-static volatile sig_atomic_t recorded_pid;
+static volatile sig_atomic_t recorded_pid, held_signal;
 
 static void pass_on(int sig)
 {
 	if (recorded_pid > 0)
 		kill(recorded_pid, sig);
+	else
+		held_signal = sig; /* before PROG's pid is known: sent then */
 }
 
-static void shield_from_signals(void)
+/* From before the fork, so that no signal finds ftpad unshielded while
+ * PROG starts; old: SIGINT's and SIGQUIT's actions, which PROG gets back. */
+static void shield_from_signals(struct sigaction old[2])
 {
 	struct sigaction ign = { .sa_handler = SIG_IGN }, relay = { .sa_handler = pass_on };
 
 	sigemptyset(&ign.sa_mask);
 	sigfillset(&relay.sa_mask);
 	relay.sa_flags = SA_RESTART;
-	sigaction(SIGINT, &ign, NULL);
-	sigaction(SIGQUIT, &ign, NULL);
+	sigaction(SIGINT, &ign, &old[0]);
+	sigaction(SIGQUIT, &ign, &old[1]);
 	sigaction(SIGTERM, &relay, NULL);
 	sigaction(SIGHUP, &relay, NULL);
 }
@@ -261,6 +265,7 @@ static void shield_from_signals(void)
 static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, pid_t *pidp)
 {
 	char size[32], depth[32], time_filter[32];
+	struct sigaction old[2];
 	pid_t pid;
 	int status;
 
@@ -281,18 +286,23 @@ static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, 
 		fprintf(stderr, "ftpad: error: cannot set the environment: %s\n", strerror(errno));
 		return -1;
 	}
+	shield_from_signals(old);
 	pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "ftpad: error: fork: %s\n", strerror(errno));
 		return -1;
 	}
 	if (!pid) {
+		/* Handlers go at exec; SIG_IGN would stay. */
+		sigaction(SIGINT, &old[0], NULL);
+		sigaction(SIGQUIT, &old[1], NULL);
 		execvp(o->argv[0], o->argv);
 		fprintf(stderr, "ftpad: error: cannot run '%s': %s\n", o->argv[0], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
 	recorded_pid = pid;
-	shield_from_signals();
+	if (held_signal)
+		kill(pid, held_signal);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	*pidp = pid;
