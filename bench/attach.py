@@ -194,10 +194,13 @@ def first_event_ns(trace):
     return n0 + (first - t0) * (n1 - n0) / (t1 - t0)
 
 
-def ftpad_attach(ftpad, pid, trace, filters, prog=None, rounds=0):
-    """One attach, ROUNDS of PROG (if given) timed while attached, and
-    the detach: (attach ms to the first event, ms to "started", detach
-    ms, rounds' ns per call)."""
+def ftpad_attach(ftpad, prog, trace, filters, rounds=0):
+    """One attach to PROG, ROUNDS of it timed while attached (at least one
+    is waited for, so that the trace has an event even when the scheduler
+    kept the program off the CPU for the first milliseconds), and the
+    detach: (attach ms to the first event, ms to "started", detach ms,
+    the ROUNDS' ns per call)."""
+    pid = prog.p.pid
     shutil.rmtree(trace, ignore_errors=True)
     start = time.monotonic_ns()
     p = subprocess.Popen([str(ftpad), "attach", str(pid), *filters, "-o", str(trace)],
@@ -211,7 +214,7 @@ def ftpad_attach(ftpad, pid, trace, filters, prog=None, rounds=0):
         p.wait()
         raise SystemExit(f"ftpad attach exited {p.returncode}:\n{out}")
     started = time.monotonic_ns()
-    timed = prog.rounds(rounds, after=started) if prog else []
+    timed = prog.rounds(max(rounds, 1), after=started)[:rounds]
     stop = time.monotonic_ns()
     p.send_signal(signal.SIGINT)
     rest, _ = p.communicate()
@@ -327,9 +330,8 @@ def main():
                         per_call["plain"] += prog.rounds(args.rounds, after=time.monotonic_ns())
                     for n in ("first", "again"):
                         key = f"{which}, {n}"
-                        timed = prog if filters and n == "first" else None
-                        a, s, dt, rounds = ftpad_attach(ftpad, prog.p.pid, trace, filters,
-                                                        timed, args.rounds)
+                        timed = args.rounds if filters and n == "first" else 0
+                        a, s, dt, rounds = ftpad_attach(ftpad, prog, trace, filters, timed)
                         attach[key].append(a)
                         started[key].append(s)
                         detach[key].append(dt)
@@ -344,6 +346,7 @@ def main():
                            args.calls, args.rounds)
             try:
                 per_call["ftpad record"] += prog.rounds(args.rounds)
+                prog.p.wait(timeout=60)
             finally:
                 prog.stop()
         report(args, attach, started, detach, per_call, bpf, bpf_detach, bpf_note, why_not)
