@@ -197,6 +197,16 @@ Constant *exit_record(GlobalVariable *rec, unsigned index, StructType *type, Con
 	return ConstantStruct::get(type, fields);
 }
 
+// The names that F's FTPAD_EXIT_RECORD attribute holds, one a line (its
+// record global, its entry, its name's global, "ops" or not), and the
+// record global: null when it is gone.
+GlobalVariable *exit_record_of(Function &F, SmallVectorImpl<StringRef> &names)
+{
+	F.getFnAttribute(FTPAD_EXIT_RECORD).getValueAsString().split(names, '\n');
+	GlobalVariable *rec = names.size() == 4 ? F.getParent()->getNamedGlobal(names[0]) : nullptr;
+	return rec && rec->hasInitializer() ? rec : nullptr;
+}
+
 // The record global of F grows from its entry record to [entry, exits...]:
 // a new global in its place (every use, the .reloc in F's text included),
 // the same section, COMDAT, alignment and link order.
@@ -206,11 +216,10 @@ void add_exit_records(MachineFunction &MF, const FtpadArch &arch,
 	Function &F = MF.getFunction();
 	Module &M = *F.getParent();
 	SmallVector<StringRef, 4> names;
-	F.getFnAttribute(FTPAD_EXIT_RECORD).getValueAsString().split(names, '\n');
-	GlobalVariable *old = names.size() == 4 ? M.getNamedGlobal(names[0]) : nullptr;
-	Constant *entry = names.size() == 4 ? (names[1].empty() ? &F : M.getNamedValue(names[1])) : nullptr;
-	GlobalVariable *name = names.size() == 4 ? M.getNamedGlobal(names[2]) : nullptr;
-	if (!old || !entry || !name || !old->hasInitializer()) {
+	GlobalVariable *old = exit_record_of(F, names);
+	Constant *entry = old ? (names[1].empty() ? &F : M.getNamedValue(names[1])) : nullptr;
+	GlobalVariable *name = old ? M.getNamedGlobal(names[2]) : nullptr;
+	if (!old || !entry || !name) {
 		error(F, "the record of this function is gone; no exit sites");
 		return;
 	}
@@ -240,10 +249,8 @@ void add_exit_records(MachineFunction &MF, const FtpadArch &arch,
 void mark_no_return(Function &F)
 {
 	SmallVector<StringRef, 4> names;
-	F.getFnAttribute(FTPAD_EXIT_RECORD).getValueAsString().split(names, '\n');
-	GlobalVariable *rec = names.size() == 4 ? F.getParent()->getNamedGlobal(names[0]) : nullptr;
-	auto *init = rec && rec->hasInitializer() ? dyn_cast<ConstantStruct>(rec->getInitializer())
-						   : nullptr;
+	GlobalVariable *rec = exit_record_of(F, names);
+	auto *init = rec ? dyn_cast<ConstantStruct>(rec->getInitializer()) : nullptr;
 	if (!init) {
 		error(F, "the record of this function is gone; not marked as never returning");
 		return;
