@@ -1136,10 +1136,13 @@ static void end_by_signal(int sig, siginfo_t *info, void *uc)
 	errno = saved;
 }
 
-static const struct sigaction ending_action = {
+/* Its action: sa_mask (every signal) is filled in by catch_ending_signals(),
+ * which then sets catching (atomic). */
+static struct sigaction ending_action = {
 	.sa_sigaction = end_by_signal,
 	.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK | SA_RESTART,
 };
+static int catching;
 
 static bool is_ending_signal(int sig)
 {
@@ -1153,13 +1156,10 @@ static bool is_ending_signal(int sig)
  * recorded, or NULL. */
 const struct sigaction *ftpad_record_default_action(int sig)
 {
-	static struct sigaction act;
-
-	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || request || !is_ending_signal(sig))
+	if (!__atomic_load_n(&catching, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&started, __ATOMIC_ACQUIRE) || request || !is_ending_signal(sig))
 		return NULL;
-	act = ending_action;
-	sigfillset(&act.sa_mask);
-	return &act;
+	return &ending_action;
 }
 
 bool ftpad_record_is_default_action(const struct sigaction *act)
@@ -1169,16 +1169,17 @@ bool ftpad_record_is_default_action(const struct sigaction *act)
 
 static void catch_ending_signals(void)
 {
-	struct sigaction act = ending_action, old;
+	struct sigaction old;
 
-	sigfillset(&act.sa_mask);
+	sigfillset(&ending_action.sa_mask);
 	for (size_t i = 0; i < sizeof(ending_signals) / sizeof(ending_signals[0]); i++) {
 		int sig = ending_signals[i];
 
 		if (!__sigaction(sig, NULL, &old) && !(old.sa_flags & SA_SIGINFO) &&
 		    old.sa_handler == SIG_DFL)
-			__sigaction(sig, &act, NULL);
+			__sigaction(sig, &ending_action, NULL);
 	}
+	__atomic_store_n(&catching, 1, __ATOMIC_RELEASE);
 }
 
 __attribute__((destructor(101))) static void record_stop(void)
