@@ -6,14 +6,18 @@ PREFIX ?= /usr/local
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure demo check install clean
+.PHONY: all deps demo-deps configure demo check install clean
 
 all: configure
 	cmake --build $(BUILD) -j $$(nproc)
 
-# Install whatever Debian packages are missing (apt-get, as root).
+# Install whatever Debian packages are missing (apt-get, as root): all that
+# the test suite needs, or for the demo only the build's own.
 deps:
 	scripts/install-deps.sh
+
+demo-deps:
+	scripts/install-deps.sh --demo
 
 # CMake writes the Makefile last: a configure that failed (say, before
 # scripts/install-deps.sh ran) is run again rather than left half done.
@@ -21,7 +25,7 @@ configure:
 	@test -f $(BUILD)/Makefile || \
 	  cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
 
-demo: deps
+demo: demo-deps
 	$(MAKE) all
 	examples/demo.sh $(BUILD)
 

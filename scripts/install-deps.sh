@@ -1,15 +1,34 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Install the Debian 12 packages ftpad needs to build and test, if any are
-# missing.  docs/dependencies.md says why each one is here.  Needs root only
-# when something is missing.
+# Install the Debian 12 packages ftpad needs, if any are missing.
+# docs/dependencies.md says why each one is here.  Needs root only when
+# something is missing.
+#
+#   scripts/install-deps.sh          everything `make check` needs
+#   scripts/install-deps.sh --demo   only what `make demo` needs: the build
+#                                    and the binutils the demo shows bytes with
 set -euo pipefail
 
-packages=(
-  # build
-  cmake make g++ gcc-12-plugin-dev libelf-dev pkg-config
+# The build, and what examples/demo.sh runs (gcc, nm, objdump).  `make demo`
+# installs these alone, so that a fresh machine shows the demo in minutes
+# rather than after the whole test suite's compilers, QEMU and Chromium.
+demo_packages=(
+  cmake make g++ gcc-12-plugin-dev libelf-dev pkg-config binutils
+)
+
+case "${1:-}" in
+  "") ;;
+  --demo) ;;
+  *)
+    echo "install-deps: error: unknown argument '$1' (expected nothing or --demo)" >&2
+    exit 2
+    ;;
+esac
+
+packages=("${demo_packages[@]}")
+[[ "${1:-}" == --demo ]] || packages+=(
   # tests: real bytes and real linkers
-  binutils lld python3-pytest python3-pyelftools python3-capstone
+  lld python3-pytest python3-pyelftools python3-capstone
   # make check's two pytest workers (scripts/run-tests.sh)
   python3-pytest-xdist
   # the aarch64 GCC plugin and its tests: the cross compilers, their plugin
@@ -84,7 +103,9 @@ packages=(
 )
 # npm installs speedscope (pinned) for tests/test_browser.py into
 # /var/cache/ftpad/npm; Debian's npm if no node and npm are here already
-command -v npm >/dev/null && command -v node >/dev/null || packages+=(nodejs npm)
+if [[ "${1:-}" != --demo ]]; then
+  command -v npm >/dev/null && command -v node >/dev/null || packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
