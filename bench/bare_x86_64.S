@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bare_x86_64.S - the "bare trampoline" that issue 4 and
+ * bare_x86_64.S - the "bare trampoline" that the enabled-call goal and
  * ../shared/research/perf-anchors.md (1b) measure ftpad's enabled site
  * against, built into bench.c (compiled -pg -mfentry, so that every
  * function starts with a direct `call __fentry__`, the same instruction as

@@ -11,7 +11,7 @@ is taken from the kernel, so other load on the host matters less than
 for wall time; the result is the median of the paired ratios and the
 ratio of the sums.  With --callgrind K, the first K files are also run
 under callgrind, whose instruction counts (every process of the compile)
-are exact.  The goal (issue 13) is an overhead of at most 2 %.
+are exact.  The goal is an overhead of at most 2 %.
 
   /usr/bin/python3 bench/compile_overhead.py [--build DIR] [--files N]
       [--rounds R] [--callgrind K] [--workdir DIR]

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Very early kernel tracing (kbuild/0006): what tracing N functions from
 the start of start_kernel() costs the boot, against the same boot tracing
-none, and what the seed's design (seed 002: every function's mcount call
+none, and what the mailing-list design (every function's mcount call
 live, each one searching the filter) would cost, all in one run.
 
     bench/kernel_early.py [--arch x86_64|arm64-Os] [--runs R] [--build DIR]
@@ -99,7 +99,7 @@ def main():
               f"{r['us'] / base:.2f} |")
     seed = results["all"]["calls"] * per_call
     print(f"\nper traced call: {per_call * 1000:.0f} guest instructions")
-    print(f"seed 002's design, chosen functions: every one of the "
+    print(f"mcount-call design, chosen functions: every one of the "
           f"{results['all']['calls']} calls before ftrace_init() pays a call and a "
           f"search, at least {seed:.0f} us; ftpad pays "
           f"{results['chosen']['us'] - base:.0f} us for the chosen "

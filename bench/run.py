@@ -158,8 +158,8 @@ def main():
         ir_cols = f"{ir:8.1f} {ir - floor_ir:+8.1f}" if ir is not None else f"{'-':>8} {'-':>8}"
         print(f"{name:42} {t:11.2f} {statistics.median(times[name]):7.2f} {t / floor:7.2f} "
               f"{t - floor:+8.2f} {ir_cols}")
-    # Each enabled ftpad build's added cost against XRay's (issue 4's
-    # target) and against the bare trampoline that keeps what docs/design.md
+    # Each enabled ftpad build's added cost against XRay's (the
+    # enabled-call target) and against the bare trampoline that keeps what docs/design.md
     # asks for (its floor), both measured in this run.
     for peer in (xray, "bare trampoline: GPRs+xmm, empty callback",
                  "bare trampoline: GPRs+ymm, empty callback"):

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """How fast the viewers read a trace: events a second of `ftpad report`,
 `ftpad replay >/dev/null` and `ftpad dump --folded >/dev/null` on one large
-trace directory (issue 14's goal: at least 50 million a second on one core).
+trace directory (the goal: at least 50 million a second on one core).
 
 bench/trace_gen.c writes the trace (default 100M events, 1.6 GB, in a
 temporary directory removed at the end) in the documented format: one

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * early.c - very early tracing (docs/design.md "Very early tracing", after the
- * kernel patch of seed 002): with FTPAD_EARLY=1 next to FTPAD_FILTER, the
+ * very early ftrace kernel patch, kbuild/0006): with FTPAD_EARLY=1 next to FTPAD_FILTER, the
  * built-in tracer's functions are traced from the first instrumented call,
  * before the program's constructors, without malloc, into a static buffer
  * filtered through a sorted address table searched by bisection; the

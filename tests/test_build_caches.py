@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The plugins under ccache and distcc, and objects that do not depend on the
-build directory (issue 17, "Cached and distributed builds";
-docs/build-caches.md says how to set them up).
+build directory (docs/build-caches.md says how to set them up).
 
 - ccache: a second build is all hits; a changed plugin file is a miss
   (ccache hashes what -fplugin= names); a changed policy file is a miss only

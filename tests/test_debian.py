@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The Debian packages (issue 17): `dpkg-buildpackage -us -uc -b` builds them
+"""The Debian packages: `dpkg-buildpackage -us -uc -b` builds them
 from a copy of the tree, each file lands where it should, lintian finds no
 error, libftpad1's symbols file is runtime/libftpad.map, and in a throwaway
 Debian 12 chroot the installed packages let `gcc -fplugin=ftpad` (by name)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""An installed prefix used the way a user's build uses it (issue 17):
+"""An installed prefix used the way a user's build uses it:
 a CMake project with find_package(ftpad), a Makefile with pkg-config and
 ftpad-config, ftpad-config's answers and errors, and the man pages.  The
 consumer examples are the ones in docs/install.md."""

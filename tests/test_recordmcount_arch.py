@@ -6,7 +6,7 @@ test_recordmcount.py's TARGETS: there the two tools agree byte for byte.
 
 mips: Debian's cross compilers build src/recordmcount/funcs.c with the
 kernel's mips flags, 32- and 64-bit, both byte orders, with and without
--mlong-calls (what Kbuild gives modules: seed 003's lui/addiu/jalr) and
+-mlong-calls (what Kbuild gives modules: the lui/addiu/jalr long call) and
 -ffunction-sections.  Two differences from Linux are deliberate
 (docs/recordmcount-ng.md) and checked here rather than hidden:
   - Linux carries the "previous mcount relocation" of its fake-call check

@@ -432,7 +432,7 @@ def test_aarch64_records_describe_the_nop_nop_layout(tmp_path, rmc, a64, variant
 
 @pytest.mark.parametrize("variant", ["gcc-pfe2", "gcc-pfe2-bti", "gcc-pfe4,2", "clang-pfe2"])
 def test_aarch64_program_traces_exactly_its_functions(tmp_path, rmc, a64, variant):
-    """Needs libftpad to patch the NOP NOP layout (issue 4): it writes
+    """Needs libftpad to patch the NOP NOP layout: it writes
     `mov x9, x30` into the first NOP, then the BL into the second."""
     _, exe = build_a64(tmp_path, rmc, variant)
     p = run(["qemu-aarch64", "-L", A64_SYSROOT, exe])

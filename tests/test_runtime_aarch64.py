@@ -371,7 +371,7 @@ def assert_pads_as_linked(exe, stdout):
 
 
 def test_kernel_layout_refused_while_threads_run(rt_pads):
-    """Issue 4: without the program's leave (FTPAD_STOP_THREADS unset) the
+    """Without the program's leave (FTPAD_STOP_THREADS unset) the
     MOV is written only while the process is single-threaded.  With a
     second thread running, registering an ops on NOP NOP pads fails with
     -EAGAIN and a message naming a function, the thread count and the way

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Grace periods and per-thread slots under unfriendly programs (issue 18,
-defects 4-7): a register that fails waits for the callbacks it let run;
+"""Grace periods and per-thread slots under unfriendly programs: a
+register that fails waits for the callbacks it let run;
 every call from a callback works or returns -EDEADLK; an unregister that
 waits for a callback sleeps, and can be given a timeout; claiming a
 thread's slot never allocates, and slots do not pile up as threads come
@@ -61,7 +61,7 @@ def fields(line):
 
 
 def test_failed_register_returns_after_its_callbacks(grace):
-    """Defect 4: seccomp refuses writes to the program's text only, so each
+    """seccomp refuses writes to the program's text only, so each
     register enables lib_work()'s site, then fails on the program's; a
     thread calling lib_work() runs into the slow callback meanwhile.  The
     error is returned only once no callback of that ops runs: none is seen
@@ -97,13 +97,13 @@ CALLS_FROM_CALLBACK = [
 
 
 def test_every_call_from_a_callback(grace):
-    """Defect 5, the audit: each exported call made from a callback works,
+    """The audit: each exported call made from a callback works,
     or returns -EDEADLK as ftpad.h says; none blocks."""
     assert run([grace / "grace_api", "calls"]).stdout.splitlines() == CALLS_FROM_CALLBACK
 
 
 def test_get_stats_in_a_callback_while_another_thread_unregisters(grace):
-    """Defect 5: the unregistering thread holds the lock while it waits
+    """The unregistering thread holds the lock while it waits
     for the callback, which calls ftpad_get_stats(): -EDEADLK, not a
     deadlock (the program's alarm would kill it)."""
     p = run([grace / "grace_api", "stats"])
@@ -126,7 +126,7 @@ def check_sleeping_unregister(stdout):
 
 
 def test_unregister_sleeps_while_a_callback_sleeps(grace):
-    """Defect 6: the unregistering thread's CPU time while it waits 1.5 s
+    """The unregistering thread's CPU time while it waits 1.5 s
     for a callback is a small part of the wait."""
     check_sleeping_unregister(run([grace / "grace_sleep", "cpu"]).stdout)
 
@@ -167,7 +167,7 @@ TIMEOUT_LINES = [
 
 
 def test_unregister_timeout(grace):
-    """Defect 6: ftpad_unregister_ops_timeout() while a callback sleeps
+    """ftpad_unregister_ops_timeout() while a callback sleeps
     returns -ETIMEDOUT, and the ops stays registered, its sites enabled and
     calling it; waiting for the lock, held by an unregister that waits,
     times out the same way; later unregisters work."""
@@ -180,7 +180,7 @@ def test_unregister_timeout_aarch64(grace_a64):
 
 @pytest.mark.parametrize("mode", ["signal", "alloc"])
 def test_claiming_a_slot_never_allocates(grace, mode):
-    """Defect 7: with 40 pthread keys made first, a thread whose first
+    """With 40 pthread keys made first, a thread whose first
     traced call is in a signal handler, or in an allocator holding its
     lock, gets its slot without malloc, calloc or realloc (the program's
     own abort otherwise)."""

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""libftpad in a hostile environment (issue 18): a program that closes every
+"""libftpad in a hostile environment: a program that closes every
 descriptor (closefrom) and opens files of its own, a fork from a signal
 handler inside a register, a SIGTRAP handler of the program's own behind
 libftpad's, a program that mprotects its own text, and no /proc."""

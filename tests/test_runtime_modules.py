@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Modules that come and go under libftpad (issue 18, defects 1, 2, 10, 11).
+"""Modules that come and go under libftpad: unmaps, reused
+addresses and lookups racing with the writer.
 
 Every write of code is made with the list of modules current and no module
 unmapped meanwhile (module.c, ftpad_modules_hold()): a dlclose racing with
@@ -65,7 +66,7 @@ def run_checked(cmd, timeout=60):
 @pytest.mark.parametrize("link", ["so", "a"])
 @pytest.mark.parametrize("lib", ["libmod_big.so", "libmod_ctor.so"])
 def test_dlclose_races_register(mods, link, lib):
-    """Defect 1: the unmap waits for the writer (seen: SIGSEGV, or
+    """The unmap waits for the writer (seen: SIGSEGV, or
     "/proc/self/mem: Input/output error").  libmod_ctor.so registers in its
     constructor and unregisters in its destructor, so glibc's loader lock
     and ftpad_lock are taken in both orders: this must not deadlock."""
@@ -81,7 +82,7 @@ REUSE = [(mode, link, legacy) for mode in ("other", "callback", "gone", "reload"
 
 @pytest.mark.parametrize("mode,link,legacy", REUSE)
 def test_module_gone(mods, mode, link, legacy):
-    """Defect 2: nothing is written into a library loaded where a closed one
+    """Nothing is written into a library loaded where a closed one
     was (B must compute right); unregister after dlclose does not fault;
     a library loaded again at its old address is a new module, whose calls
     are seen again."""
@@ -91,7 +92,7 @@ def test_module_gone(mods, mode, link, legacy):
 
 @pytest.mark.parametrize("link", ["so", "a"])
 def test_lookup_first(mods, link):
-    """Defect 10: a lookup as the very first call, and one for a library
+    """A lookup as the very first call, and one for a library
     loaded since, find the names."""
     p = run_checked([mods / f"mod_lookup_{link}", "lookup", mods / "libmod_a.so"])
     assert p.stdout.splitlines()[:2] == ["program: traced_here", "library: mod_f150"]
@@ -99,7 +100,7 @@ def test_lookup_first(mods, link):
 
 @pytest.mark.parametrize("link", ["so", "a"])
 def test_stats_patches_new_modules(mods, link):
-    """Defect 11: after a dlopen (a new address, then the old one again),
+    """After a dlopen (a new address, then the old one again),
     ftpad_get_stats() patches the new library for the registered ops."""
     run_checked([mods / f"mod_lookup_{link}", "stats", mods / "libmod_a.so"])
 

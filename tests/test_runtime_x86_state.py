@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""What a traced x86_64 function has at its entry survives its callbacks
-(issue 18's limits).
+"""What a traced x86_64 function has at its entry survives its callbacks:
+the flags, the stack alignment, the red zone and the vector state.
 
 - The vector argument registers whole: a function taking eight __m256 /
   __m256d arguments in ymm0-7 returns the same checksum of all their bits

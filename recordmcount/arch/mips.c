@@ -6,7 +6,7 @@
  * The two call sites -pg gives, and what a disabled site becomes (the same
  * words arch/mips/kernel/ftrace.c writes for ftrace_make_nop()):
  *
- * core kernel:                               modules (-mlong-calls), seed 003:
+ * core kernel:                               modules (-mlong-calls):
  *     move  at, ra                               lui   v1, %hi(_mcount)    R_MIPS_HI16 -> b 1f
  *     jal   _mcount   R_MIPS_26 -> nop           addiu v1, v1, %lo(_mcount)  R_MIPS_LO16 (fake)
  *     addiu sp, sp, -8          -> nop (o32)     move  at, ra

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * grace_api.c - every ftpad_* call made from inside a callback either
- * works or returns -EDEADLK, as ftpad.h says (issue 18, defect 5).
+ * works or returns -EDEADLK, as ftpad.h says.
  *
  *   grace_api calls      one callback makes every call and prints what
  *                        each returned

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * grace_fail.c - a register that fails half way must not return while a
- * callback of its ops still runs (issue 18, defect 4).
+ * callback of its ops still runs.
  *
  * A seccomp filter refuses pwrite64 (/proc/self/mem) and mprotect on this
  * program's own text only, so a register enables the site of lib_work()

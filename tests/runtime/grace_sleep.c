@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * grace_sleep.c - an unregister that waits for a callback sleeps, and can
- * be given a timeout (issue 18, defect 6).
+ * be given a timeout.
  *
  *   grace_sleep cpu      a callback sleeps 1.5 s; the unregister made
  *                        meanwhile waits for it.  Prints the wall and CPU

@@ -2,7 +2,7 @@
 /*
  * grace_slots.c - claiming a thread's dispatch slot never allocates,
  * whatever the program did before, and slots do not pile up as threads
- * come and go (issue 18, defect 7).
+ * come and go.
  *
  * The program first makes 40 pthread keys: from index 32 on,
  * pthread_setspecific() allocates a second-level array with calloc.  It

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Lookups read the tables (issue 18, defects 10 and 11).  Usage:
+ * Lookups read the tables.  Usage:
  *   mod_lookup lookup lib.so   ftpad_lookup_name() as the very first call,
  *                              for the program's function, then for one of
  *                              a library loaded afterwards

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dlclose racing with register and unregister (issue 18, defect 1): one
+ * dlclose racing with register and unregister: one
  * thread loops dlopen, a call, dlclose of a padded library while the main
  * thread loops ftpad_register_ops/ftpad_unregister_ops of an ops that
  * traces everything.  Usage: mod_race lib.so rounds.  Exit 0 and "ok".

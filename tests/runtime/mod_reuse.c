@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Writes into a module that is gone (issue 18, defect 2).  Usage:
+ * Writes into a module that is gone.  Usage:
  *   mod_reuse MODE libA.so libB.so [legacy]
  * A is mod_lib.c padded, B the same without pads.  MODE:
  *   other     register; dlclose(A); dlopen(B) where A was; unregister;

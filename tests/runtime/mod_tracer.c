@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The built-in tracer names callers from symbol tables read before its
- * callbacks run (issue 18: ftpad_tracer_start() read them before any scan,
+ * callbacks run (ftpad_tracer_start() read them before any scan,
  * so they were built later, in callbacks).  Run with FTPAD_FILTER=traced_*:
  * once started, the program forbids itself mmap (a sandbox, as servers set
  * up after their start), so nothing can be read in a callback any more.
