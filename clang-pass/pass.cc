@@ -20,6 +20,7 @@
 #include "ftpad-clang.h"
 #include "policy.h"
 #include "../pad/ftpad_site.h"
+#include "../pad/pad.h"
 
 #include <cerrno>
 #include <cstring>
@@ -116,7 +117,7 @@ namespace {
 // Marks a module the pass has done, so that a second load of the plugin or
 // a run at LTO link time after the pre-link one changes nothing.
 const char *const DONE = "ftpad.done";
-const unsigned OPS_SLOT = 8;
+const unsigned OPS_SLOT = FTPAD_PAD_SLOT_LEN;
 
 // The name the assembler sees: an asm("label") name starts with \1.
 StringRef asm_name(const Function &F)

@@ -26,6 +26,7 @@
 #include "arch.h"
 #include "policy.h"
 #include "../pad/ftpad_site.h"
+#include "../pad/pad.h"
 
 int plugin_is_GPL_compatible; // the tree is MIT, which is GPL-compatible
 
@@ -372,7 +373,7 @@ void emit_pre_entry(FILE *f)
 {
 	if (target().own_alignment && (options.ops || target().align_without_ops)) {
 		unsigned align = ftpad_arch_entry_align(current.landing_flag);
-		unsigned pre = current.before * options.arch->unit_bytes + (options.ops ? 8 : 0);
+		unsigned pre = current.before * options.arch->unit_bytes + (options.ops ? FTPAD_PAD_SLOT_LEN : 0);
 		fprintf(f, "\t.balign %u\n", align);
 		ftpad_arch_emit_filler(f, (align - pre % align) % align);
 	}

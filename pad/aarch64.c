@@ -15,7 +15,7 @@ static bool holds(const uint8_t *bytes, size_t size, uint64_t at, uint32_t insn)
 static bool inside(const struct ftpad_pad_site *rec, size_t size)
 {
 	return rec->entry < size && rec->site <= size && rec->site_len <= size - rec->site &&
-	       (!rec->has_ops || (rec->ops <= size && size - rec->ops >= 8));
+	       (!rec->has_ops || (rec->ops <= size && size - rec->ops >= FTPAD_PAD_SLOT_LEN));
 }
 
 /*
@@ -39,7 +39,7 @@ static enum ftpad_pad_verdict check_site_and_slot(const struct ftpad_pad_site *r
 {
 	if (!holds(bytes, size, rec->site, FTPAD_AARCH64_NOP))
 		return FTPAD_PAD_SITE_NOT_NOP;
-	if (rec->has_ops && rec->ops % 8)
+	if (rec->has_ops && rec->ops % FTPAD_PAD_SLOT_LEN)
 		return FTPAD_PAD_SLOT_MISALIGNED;
 	if (rec->has_ops && (!holds(bytes, size, rec->ops, FTPAD_AARCH64_NOP) ||
 			     !holds(bytes, size, rec->ops + 4, FTPAD_AARCH64_NOP)))
@@ -85,7 +85,7 @@ enum ftpad_pad_verdict ftpad_aarch64_pad_check(const struct ftpad_pad_site *rec,
 		mov += 4;
 	}
 	/* The trampoline derives the ip from the return address: it must be exact. */
-	if (rec->site != mov + 4)
+	if (rec->site != mov + FTPAD_AARCH64_SITE_OFFSET)
 		return FTPAD_PAD_SITE_PLACE;
 	before_site = check_mov(rec, bytes, size, mov);
 	if (before_site != FTPAD_PAD_OK && before_site != FTPAD_PAD_PREPARED)

@@ -18,7 +18,13 @@
 #define FTPAD_AARCH64_BTI_C 0xd503245fu
 #define FTPAD_AARCH64_MOV_X9_X30 0xaa1e03e9u	/* orr x9, xzr, x30 */
 
+/* A NOP unit, as a record's before and after count them: one instruction. */
+#define FTPAD_AARCH64_UNIT 4
 #define FTPAD_AARCH64_SITE_LEN 4
+/* The site's offset behind the entry's landing pad: after the mov x9, x30. */
+#define FTPAD_AARCH64_SITE_OFFSET 4
+/* The fewest units after the landing pad that hold a site: the MOV and the site. */
+#define FTPAD_AARCH64_MIN_AFTER 2
 
 /* The instruction at @p, which need not be aligned. */
 static inline uint32_t ftpad_aarch64_insn(const uint8_t *p)

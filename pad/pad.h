@@ -30,6 +30,12 @@
 #define FTPAD_PAD_ASM_BYTES(...) ".byte " FTPAD_PAD_STR_(__VA_ARGS__)
 
 /*
+ * The ops slot: 8 bytes right before the entry, 8-aligned, so that
+ * libftpad stores an ops pointer into it with one aligned write.
+ */
+#define FTPAD_PAD_SLOT_LEN 8
+
+/*
  * One record's pad, with its addresses turned into offsets into the bytes
  * the check reads.  Those bytes must start at an 8-aligned address (a
  * section's start, or libftpad's address rounded down), so that offsets

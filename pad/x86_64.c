@@ -32,7 +32,7 @@ static enum ftpad_pad_verdict check_site_and_slot(const struct ftpad_pad_site *r
 	if (!holds(bytes, size, rec->site, site_nop, sizeof(site_nop)) &&
 	    !holds(bytes, size, rec->site, site_nop_llvm, sizeof(site_nop_llvm)))
 		return FTPAD_PAD_SITE_NOT_NOP;
-	if (rec->has_ops && rec->ops % 8)
+	if (rec->has_ops && rec->ops % FTPAD_PAD_SLOT_LEN)
 		return FTPAD_PAD_SLOT_MISALIGNED;
 	if (rec->has_ops && !holds(bytes, size, rec->ops, slot_nop, sizeof(slot_nop)))
 		return FTPAD_PAD_SLOT_NOT_NOP;

@@ -24,7 +24,13 @@
 /* The landing pad at the entry, with FTPAD_SITE_ENDBR. */
 #define FTPAD_X86_64_ENDBR64 0xf3, 0x0f, 0x1e, 0xfa
 
+/* A NOP unit, as a record's before and after count them: one byte. */
+#define FTPAD_X86_64_UNIT 1
 #define FTPAD_X86_64_SITE_LEN 5
+/* The site's offset behind the entry's landing pad: it comes first. */
+#define FTPAD_X86_64_SITE_OFFSET 0
+/* The fewest units after the landing pad that hold a site: the 5-byte NOP. */
+#define FTPAD_X86_64_MIN_AFTER 5
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "core.h"
+#include "../pad/aarch64.h"
 #include "../pad/ftpad_site.h"
+#include "../pad/x86_64.h"
 
 /*
  * x86_64, user:  [filler][before: 0x90s][ops slot] entry: [endbr64]
@@ -18,13 +20,13 @@
 const struct ftpad_arch_layout ftpad_layout_x86_64 = {
 	.name = "x86_64",
 	.record_arch = FTPAD_ARCH_X86_64,
-	.unit_bytes = 1,
-	.site_bytes = 5,
-	.site_offset = 0,
+	.unit_bytes = FTPAD_X86_64_UNIT,
+	.site_bytes = FTPAD_X86_64_SITE_LEN,
+	.site_offset = FTPAD_X86_64_SITE_OFFSET,
 	.user = {
-		.min_after = 5,
+		.min_after = FTPAD_X86_64_MIN_AFTER,
 		.default_before = 0,
-		.default_after = 5,
+		.default_after = FTPAD_X86_64_MIN_AFTER,
 		.default_ops = true,
 		.ops_allowed = true,
 		.own_alignment = true,
@@ -32,9 +34,9 @@ const struct ftpad_arch_layout ftpad_layout_x86_64 = {
 		.default_record = FTPAD_RECORD_FTPAD,
 	},
 	.kernel = {
-		.min_after = 5,
+		.min_after = FTPAD_X86_64_MIN_AFTER,
 		.default_before = 0,
-		.default_after = 5,
+		.default_after = FTPAD_X86_64_MIN_AFTER,
 		.before_everywhere = true,
 		.compiler_pads = true,
 		.default_record = FTPAD_RECORD_MCOUNT,
@@ -57,13 +59,13 @@ const struct ftpad_arch_layout ftpad_layout_x86_64 = {
 const struct ftpad_arch_layout ftpad_layout_aarch64 = {
 	.name = "aarch64",
 	.record_arch = FTPAD_ARCH_AARCH64,
-	.unit_bytes = 4,
-	.site_bytes = 4,
-	.site_offset = 4,
+	.unit_bytes = FTPAD_AARCH64_UNIT,
+	.site_bytes = FTPAD_AARCH64_SITE_LEN,
+	.site_offset = FTPAD_AARCH64_SITE_OFFSET,
 	.user = {
-		.min_after = 2,
+		.min_after = FTPAD_AARCH64_MIN_AFTER,
 		.default_before = 0,
-		.default_after = 2,
+		.default_after = FTPAD_AARCH64_MIN_AFTER,
 		.default_ops = true,
 		.ops_allowed = true,
 		.own_alignment = true,
@@ -72,9 +74,9 @@ const struct ftpad_arch_layout ftpad_layout_aarch64 = {
 		.mov_flag = FTPAD_SITE_MOV_X9,
 	},
 	.kernel = {
-		.min_after = 2,
+		.min_after = FTPAD_AARCH64_MIN_AFTER,
 		.default_before = 0,
-		.default_after = 2,
+		.default_after = FTPAD_AARCH64_MIN_AFTER,
 		.default_ops = true,
 		.ops_allowed = true,
 		.own_alignment = true,

@@ -118,11 +118,11 @@ static const char *record_bounds(const struct rmc_sites *s, const struct rmc_sit
 
 	if (rec->entry >= size || rec->site >= size || rec->site_len > size - rec->site)
 		return "the entry or the site lies outside its section";
-	if (rec->has_ops && (rec->ops > size || size - rec->ops < 8))
+	if (rec->has_ops && (rec->ops > size || size - rec->ops < FTPAD_PAD_SLOT_LEN))
 		return "the ops slot lies outside its section";
-	if (rec->has_ops && (rec->ops % 8 || sh->sh_addralign < 8))
+	if (rec->has_ops && (rec->ops % FTPAD_PAD_SLOT_LEN || sh->sh_addralign < FTPAD_PAD_SLOT_LEN))
 		return "the ops slot is not 8-aligned";
-	if (rec->has_ops && rec->ops + 8 != rec->entry)
+	if (rec->has_ops && rec->ops + FTPAD_PAD_SLOT_LEN != rec->entry)
 		return "the ops slot does not end at the entry";
 	return NULL;
 }

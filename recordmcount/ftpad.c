@@ -159,18 +159,19 @@ static int plan_slot(struct ftpad_file *f, struct plan *p, unsigned char *text, 
 {
 	const GElf_Shdr *sh = rmc_shdr(f->obj, p->sec);
 	uint64_t at = start, before = pre;
-	unsigned char old[8];
+	unsigned char old[FTPAD_PAD_SLOT_LEN];
 
-	p->has_ops = pre >= 8 && p->entry % 8 == 0 && sh->sh_addralign >= 8;
+	p->has_ops = pre >= FTPAD_PAD_SLOT_LEN && p->entry % FTPAD_PAD_SLOT_LEN == 0 &&
+		     sh->sh_addralign >= FTPAD_PAD_SLOT_LEN;
 	if (p->has_ops)
-		before -= 8;
+		before -= FTPAD_PAD_SLOT_LEN;
 	if (before / f->arch->unit > 255)
 		return ftpad_error(f, "%s: %llu bytes of NOPs before its entry; a record counts at most "
 				   "255 units", p->name, (unsigned long long)pre);
 	p->before = (uint8_t)(before / f->arch->unit);
 	if (!p->has_ops)
 		return 0;
-	p->ops = p->entry - 8;
+	p->ops = p->entry - FTPAD_PAD_SLOT_LEN;
 	/* Before the slot, NOPs must end exactly at it: tidy them if one straddles it. */
 	for (size_t n = 1; at < p->ops && n; at += n)
 		n = f->arch->nop_len(text + at, p->entry - at);
@@ -178,9 +179,9 @@ static int plan_slot(struct ftpad_file *f, struct plan *p, unsigned char *text, 
 		f->arch->fill(text + start, p->ops - start);
 		f->fixups++;
 	}
-	memcpy(old, text + p->ops, 8);
+	memcpy(old, text + p->ops, FTPAD_PAD_SLOT_LEN);
 	f->arch->make_slot(text + p->ops);
-	f->fixups += memcmp(old, text + p->ops, 8) != 0;
+	f->fixups += memcmp(old, text + p->ops, FTPAD_PAD_SLOT_LEN) != 0;
 	return 0;
 }
 

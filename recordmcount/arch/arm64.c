@@ -70,13 +70,13 @@ static uint64_t make_site(unsigned char *p, size_t len, bool *changed)
 {
 	(void)p, (void)len;
 	*changed = false;
-	return 4;
+	return FTPAD_AARCH64_SITE_OFFSET;
 }
 
 /* The slot is the two NOPs that are already there. */
 static void make_slot(unsigned char *p)
 {
-	fill(p, 8);
+	fill(p, FTPAD_PAD_SLOT_LEN);
 }
 
 /* ---- mcount ---- */
@@ -108,9 +108,9 @@ const struct rmc_arch rmc_arch_aarch64 = {
 	.is_fake_mcount = is_fake_mcount,
 	.make_nop = make_nop,
 	.ftpad_arch = FTPAD_ARCH_AARCH64,
-	.unit = 4,
-	.site_len = 4,
-	.min_after = 8,
+	.unit = FTPAD_AARCH64_UNIT,
+	.site_len = FTPAD_AARCH64_SITE_LEN,
+	.min_after = FTPAD_AARCH64_MIN_AFTER * FTPAD_AARCH64_UNIT,
 	.pc32_reloc = R_AARCH64_PREL32,
 	.nop_len = nop_len,
 	.landing_pad = landing_pad,

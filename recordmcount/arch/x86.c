@@ -24,7 +24,7 @@
 /* libftpad's pad, from its one definition (pad/x86_64.h). */
 static const unsigned char nop5[5] = { FTPAD_X86_64_SITE_NOP };
 static const unsigned char nop5_llvm[5] = { FTPAD_X86_64_SITE_NOP_LLVM };
-static const unsigned char slot_nop8[8] = { FTPAD_X86_64_SLOT_NOP };
+static const unsigned char slot_nop8[FTPAD_PAD_SLOT_LEN] = { FTPAD_X86_64_SLOT_NOP };
 static const unsigned char endbr64[4] = { FTPAD_X86_64_ENDBR64 };
 /* Linux's i386 5-byte NOP (recordmcount, ftrace): ds lea 0(%esi),%esi. */
 static const unsigned char nop5_i386[5] = { 0x3e, 0x8d, 0x74, 0x26, 0x00 };
@@ -153,7 +153,7 @@ static uint64_t make_site(unsigned char *p, size_t len, bool *changed)
 		memcpy(p, nop5, 5);
 		fill(p + 5, len - 5);
 	}
-	return 0;
+	return FTPAD_X86_64_SITE_OFFSET;
 }
 
 /* `call __fentry__` (5 bytes) or its GOT form (6) becomes the 5-byte NOP (+ 90). */
@@ -168,7 +168,7 @@ static bool disable_call(unsigned char *p, size_t len)
 
 static void make_slot(unsigned char *p)
 {
-	memcpy(p, slot_nop8, 8);
+	memcpy(p, slot_nop8, FTPAD_PAD_SLOT_LEN);
 }
 
 /* ---- mcount ---- */
@@ -208,9 +208,9 @@ const struct rmc_arch rmc_arch_x86_64 = {
 	.none_reloc = R_X86_64_NONE,
 	.make_nop = make_nop_x86_64,
 	.ftpad_arch = FTPAD_ARCH_X86_64,
-	.unit = 1,
-	.site_len = 5,
-	.min_after = 5,
+	.unit = FTPAD_X86_64_UNIT,
+	.site_len = FTPAD_X86_64_SITE_LEN,
+	.min_after = FTPAD_X86_64_MIN_AFTER * FTPAD_X86_64_UNIT,
 	.pc32_reloc = R_X86_64_PC32,
 	.nop_len = nop_len,
 	.landing_pad = landing_pad_64,

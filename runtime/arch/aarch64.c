@@ -81,7 +81,7 @@ enum {
 const uint8_t ftpad_arch_id = FTPAD_ARCH_AARCH64;
 /* BL reaches +-128 MiB from itself; keep a stub page of margin. */
 const uintptr_t ftpad_arch_reach = 0x8000000ul - 0x10000ul;
-const size_t ftpad_arch_site_len = 4;
+const size_t ftpad_arch_site_len = FTPAD_AARCH64_SITE_LEN;
 /* The two NOPs the compiler put in the slot, read as a little-endian word. */
 const uint64_t ftpad_arch_slot_empty = (uint64_t)INSN_NOP << 32 | INSN_NOP;
 const size_t ftpad_arch_stubs_size = EXIT_COMMON + EXIT_COMMON_SIZE;
