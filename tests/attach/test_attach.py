@@ -11,6 +11,7 @@ stopped.  The library loaded is a stand-in (tests/src/attach/
 fake_libftpad.c, `--library`) that answers per docs/design.md's contract,
 so these tests hold whatever the recorder does; the test with the real
 libftpad reads the trace back.  x86_64, natively, as root (ptrace)."""
+import errno
 import os
 import platform
 import random
@@ -38,7 +39,9 @@ def progs(tmp_path_factory):
          SRC / "victim.c", "-o", victim])
     run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", SRC / "fake_libftpad.c", "-o", fake])
     run(["gcc", "-O2", SRC / "seccomp_run.c", "-o", seccomp])
-    return {"dir": d, "victim": victim, "fake": fake, "seccomp": seccomp}
+    run(["gcc", "-O2", SRC / "exe_as_32bit.c", "-o", d / "exe_as_32bit"])
+    return {"dir": d, "victim": victim, "fake": fake, "seccomp": seccomp,
+            "exe_as_32bit": d / "exe_as_32bit"}
 
 
 class Victim:
@@ -248,21 +251,63 @@ def test_refuses_another_user(progs, victim, tmp_path):
     victim.finish()
 
 
-def test_refuses_a_32_bit_process(progs, tmp_path):
+@pytest.fixture(scope="module")
+def pause32(tmp_path_factory):
+    """tests/src/attach/pause32.c, a static i686 program."""
     cc = "i686-linux-gnu-gcc"
     if run(["which", cc], check=False).returncode:
         pytest.skip(f"{cc} is not installed")
-    exe = tmp_path / "pause32"
+    exe = tmp_path_factory.mktemp("pause32") / "pause32"
     run([cc, "-O2", "-nostdlib", "-static", "-fno-pie", "-no-pie", SRC / "pause32.c", "-o", exe])
-    p = subprocess.Popen([exe])
+    return exe
+
+
+def start_32_bit(exe):
+    """EXE started, or the test skipped when this kernel cannot run 32-bit
+    x86 programs (IA32 emulation off, e.g. ia32_emulation=0, or not built
+    in): execve then fails with ENOEXEC."""
     try:
-        time.sleep(0.1)
+        return subprocess.Popen([exe])
+    except OSError as e:
+        if e.errno != errno.ENOEXEC:
+            raise
+        cmdline = [a for a in open("/proc/cmdline").read().split() if a.startswith("ia32_")]
+        pytest.skip(f"this kernel ({platform.release()}) cannot run 32-bit x86 programs: "
+                    f"execve of a static i686 program: {e.strerror}"
+                    + (f" (kernel command line: {' '.join(cmdline)})" if cmdline else ""))
+
+
+def assert_refused_as_32_bit(p, tmp_path):
+    """ftpad attach refuses P, a 32-bit process for /proc/P/exe, and leaves
+    it running; P is killed after."""
+    try:
         r = attach(p.pid, "-o", tmp_path / "t", check=False)
         assert r.returncode == 1 and "it is a 32-bit process" in r.stderr, r.stderr
         assert p.poll() is None
     finally:
         p.kill()
         p.wait()
+
+
+def test_refuses_a_32_bit_process(pause32, tmp_path):
+    assert_refused_as_32_bit(start_32_bit(pause32), tmp_path)
+
+
+def test_refuses_a_process_whose_program_is_32_bit(progs, pause32, tmp_path):
+    """The same refusal without running a 32-bit program, which this kernel
+    may not do: a 64-bit process (exe_as_32bit.c) makes pause32 its
+    /proc/PID/exe, where ftpad reads the process's ELF class."""
+    p = subprocess.Popen([progs["exe_as_32bit"], pause32], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    if p.stdout.readline() != "ready\n":
+        rc = p.wait()
+        if rc in (errno.EPERM, errno.EINVAL):
+            pytest.skip("prctl(PR_SET_MM, PR_SET_MM_MAP) with an exe file failed: "
+                        f"{os.strerror(rc)} (it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE "
+                        "and a kernel built with CONFIG_CHECKPOINT_RESTORE)")
+        pytest.fail(f"exe_as_32bit failed: exit {rc}: {p.stderr.read()}")
+    assert os.readlink(f"/proc/{p.pid}/exe") == str(pause32)
+    assert_refused_as_32_bit(p, tmp_path)
 
 
 def test_refuses_zombies_and_missing_processes(tmp_path):

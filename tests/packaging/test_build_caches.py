@@ -195,7 +195,7 @@ def distcc_servers(shared_dir):
                 stderr=subprocess.DEVNULL)
             servers.append((p, port, log))
         for _, port, _ in servers:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60  # a hang guard: slow on a loaded machine
             while True:
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -5,10 +5,16 @@
  * libftpad's lock.  Neither the parent nor the child may hang.
  *
  * The thread loops register/unregister while a timer fires every 1 ms;
- * its handler forks.  The child returns from the handler (finishing the
- * call it interrupted), checks that it sees a call exactly when the ops
- * is registered and that the lock is free, and exits 0.  The parent waits for it in the handler.  Prints the
- * forks made, those made inside a call, and the children that failed.
+ * its handler forks when it interrupted a call.  The child returns from
+ * the handler (finishing the call it interrupted), checks that it sees a
+ * call exactly when the ops is registered and that the lock is free, and
+ * exits 0.  The parent waits for it in the handler.  Prints the forks
+ * made, the rounds run and the children that failed.
+ *
+ * The work is fixed by counts, not by time: FORKS forks, each inside a
+ * call, in at least MIN_ROUNDS rounds.  A fork and its child's run take
+ * longer than the timer's period on a loaded machine, so a fork per tick
+ * for a fixed number of rounds made the run's length grow with the load.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,9 +28,12 @@
 
 #include "env_common.h"
 
-#define ROUNDS 3000
+#define MIN_ROUNDS 3000
+#define FORKS 200
+/* Rounds after which too few forks is a failure: the timer does not fire. */
+#define MAX_ROUNDS 10000000
 
-static volatile sig_atomic_t in_call, in_child, forks, forks_in_call, children_failed;
+static volatile sig_atomic_t in_call, in_child, forks, children_failed;
 static volatile int last_failure;
 
 static struct ftpad_ops ops = { .func = on_call }, child_ops = { .func = on_call };
@@ -35,13 +44,14 @@ static void on_alarm(int sig)
 	pid_t pid;
 
 	(void)sig;
+	if (!in_call || forks == FORKS)
+		return;
 	pid = fork();
 	if (pid == 0) {
 		in_child = 1;
 		return;
 	}
 	forks++;
-	forks_in_call += in_call;
 	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
@@ -68,12 +78,13 @@ int main(void)
 {
 	struct itimerval every = { { 0, 1000 }, { 0, 1000 } };
 	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
+	int rounds;
 
 	if (ftpad_set_filter(&ops, "traced", 1))
 		return 1;
 	sigaction(SIGALRM, &sa, NULL);
 	setitimer(ITIMER_REAL, &every, NULL);
-	for (int i = 0; i < ROUNDS; i++) {
+	for (rounds = 0; rounds < MIN_ROUNDS || (forks < FORKS && rounds < MAX_ROUNDS); rounds++) {
 		int err;
 
 		in_call = 1;
@@ -85,7 +96,7 @@ int main(void)
 			printf("FAIL register: %s\n", ftpad_strerror(err));
 			return 1;
 		}
-		sink = traced(i);
+		sink = traced(rounds);
 		in_call = 1;
 		err = ftpad_unregister_ops(&ops);
 		in_call = 0;
@@ -99,8 +110,8 @@ int main(void)
 	setitimer(ITIMER_REAL, &(struct itimerval){ 0 }, NULL);
 	if (in_child)
 		child_check(false);
-	printf("forks=%d in_call=%d children_failed=%d calls=%d\n", forks, forks_in_call,
-	       children_failed, calls);
+	printf("forks=%d rounds=%d children_failed=%d calls=%d\n", forks, rounds, children_failed,
+	       calls);
 	if (children_failed)
 		printf("last failure: wait status %#x\n", last_failure);
 	return 0;

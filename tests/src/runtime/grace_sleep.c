@@ -59,9 +59,39 @@ static void *sleeper(void *arg)
 	return (void *)g_slow(1);
 }
 
+static pid_t unregisterer_tid;
+
 static void *unregisterer(void *arg)
 {
+	__atomic_store_n(&unregisterer_tid, gettid(), __ATOMIC_SEQ_CST);
 	return (void *)(long)ftpad_unregister_ops(arg);
+}
+
+/*
+ * Until the unregisterer thread sleeps: in ftpad_unregister_ops(), waiting
+ * for the sleeping callback, with the lock held.  Its state is read, not
+ * guessed from a fixed pause, which a loaded machine can outlast.
+ */
+static void wait_unregisterer_asleep(void)
+{
+	struct timespec ms = { 0, 1000000 };
+	char path[64], stat[512];
+
+	for (;;) {
+		pid_t tid = __atomic_load_n(&unregisterer_tid, __ATOMIC_SEQ_CST);
+		FILE *f;
+		char *state = NULL;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+		f = tid ? fopen(path, "r") : NULL;
+		if (f && fgets(stat, sizeof(stat), f))
+			state = strrchr(stat, ')');
+		if (f)
+			fclose(f);
+		if (state && state[1] == ' ' && state[2] == 'S')
+			return;
+		nanosleep(&ms, NULL);
+	}
 }
 
 static long ms(clockid_t clock)
@@ -112,7 +142,6 @@ static void show(const char *when)
 
 static int timeout(void)
 {
-	struct timespec pause = { 0, 100000000 };
 	pthread_t t, u;
 	void *ret;
 
@@ -124,7 +153,7 @@ static int timeout(void)
 	/* Another thread waits in ftpad_unregister_ops(&ops), holding the lock. */
 	if (pthread_create(&u, NULL, unregisterer, &ops))
 		return 2;
-	nanosleep(&pause, NULL);
+	wait_unregisterer_asleep();
 	printf("lock: timeout 100=%d\n", ftpad_unregister_ops_timeout(&ops2, 100));
 	pthread_join(u, &ret);
 	pthread_join(t, NULL);
