@@ -17,7 +17,7 @@ LIBDIR = BUILD / "runtime"
 
 @pytest.fixture(scope="module")
 def progs(plugin, libftpad, tmp_path_factory):
-    """Each tests/runtime/env_*.c, padded and linked with libftpad.so."""
+    """Each tests/src/runtime/env_*.c, padded and linked with libftpad.so."""
     d = tmp_path_factory.mktemp("env")
     for src in sorted(SRC.glob("env_*.c")):
         run(["gcc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={plugin}",
