@@ -4,7 +4,7 @@ register that fails waits for the callbacks it let run;
 every call from a callback works or returns -EDEADLK; an unregister that
 waits for a callback sleeps, and can be given a timeout; claiming a
 thread's slot never allocates, and slots do not pile up as threads come
-and go.  The programs are tests/runtime/grace_*.c, built with the plugin;
+and go.  The programs are tests/src/runtime/grace_*.c, built with the plugin;
 those whose code aarch64 shares also run under qemu-aarch64."""
 import re
 import shutil
