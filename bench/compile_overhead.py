@@ -51,7 +51,7 @@ def die(msg):
 
 
 def binutils_source():
-    """The unpacked source, shared with tests/test_binutils_build.py."""
+    """The unpacked source, shared with tests/plugins/test_binutils_build.py."""
     src = CACHE / f"binutils-{VERSION}"
     if not (CACHE / ".complete").exists():
         if not TARBALL.exists():

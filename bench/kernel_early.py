@@ -7,7 +7,7 @@ live, each one searching the filter) would cost, all in one run.
 
     bench/kernel_early.py [--arch x86_64|arm64-Os] [--runs R] [--build DIR]
 
-Boots the cached early-tracing kernel of tests/test_kbuild_early.py (built
+Boots the cached early-tracing kernel of tests/kbuild/test_kbuild_early.py (built
 if missing) under QEMU TCG, R times each with:
 - `ftpad_early=` a glob that matches nothing: the tracer starts, patches
   no site and measures its span (start_kernel() to ftrace_init());

@@ -36,7 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 VERSION = "2.40"
 TARBALL = pathlib.Path(f"/usr/src/binutils/binutils-{VERSION}.tar.xz")
 CACHE = pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / f"binutils-{VERSION}"
-# As tests/test_objdump_trace.py configures it: only what objdump needs.
+# As tests/trace/test_objdump_trace.py configures it: only what objdump needs.
 CONFIGURE = ["--disable-gdb", "--disable-gdbserver", "--disable-sim", "--disable-gprofng",
              "--disable-nls", "--disable-werror", "--without-debuginfod", "--disable-plugins",
              "--disable-libctf", "--with-system-zlib", "--without-zstd"]

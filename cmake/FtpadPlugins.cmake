@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
 # The list of plugins the build made, one per compiler and version: what
-# packaging/ installs and names, and what tests/test_compilers.py runs over.
+# packaging/ installs and names, and what tests/plugins/test_compilers.py runs over.
 
 # ftpad_register_plugin(<gcc|clang> <arch|any> <major> <driver> <build path> <path under libdir>)
 # Lists a plugin that was built, for packaging/ (ftpad-config, the CMake
 # package, ftpad.pc) and for the tests (<build>/ftpad-plugins.txt, which
-# tests/test_compilers.py runs over).
+# tests/plugins/test_compilers.py runs over).
 function(ftpad_register_plugin kind arch major driver build_path install_path)
   set_property(GLOBAL APPEND PROPERTY FTPAD_PLUGINS
     "${kind}|${arch}|${major}|${driver}|${build_path}|${install_path}")

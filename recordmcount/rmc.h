@@ -13,7 +13,7 @@
  *               its mcount calls and, where ftpad knows its pads, their
  *               instructions (x86.c for x86_64 and i386, arm64.c for aarch64)
  *   fuzz/fuzz_elf.c a libFuzzer target running every mode on any input
- *               (tests/test_recordmcount_fuzz.py); not part of the tool
+ *               (tests/recordmcount/test_recordmcount_fuzz.py); not part of the tool
  *   ../pad/     the record format and libftpad's pad definitions, shared
  *               with the plugins and libftpad: their bytes and check
  */

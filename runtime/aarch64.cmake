@@ -79,7 +79,7 @@ add_custom_target(ftpad_aarch64 ALL
 # The ftpad command for aarch64, beside the libraries: it finds libftpad.so
 # at ../libftpad.so from build/runtime/aarch64/bin/.  With attach, whose
 # aarch64 hooks and stub are runtime/arch/attach_aarch64.c and
-# attach_stub_aarch64.S (tests/test_attach_aarch64.py runs it in QEMU).
+# attach_stub_aarch64.S (tests/attach/test_attach_aarch64.py runs it in QEMU).
 set(a64_attach_sources tools/attach.c tools/attach_target.c tools/attach_inject.c
   arch/attach_aarch64.c arch/attach_stub_aarch64.S)
 list(TRANSFORM a64_attach_sources PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)

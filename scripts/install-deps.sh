@@ -39,7 +39,7 @@ packages=("${demo_packages[@]}")
   # scripts/recordmcount from this source tarball, once, into /var/cache/ftpad
   linux-source-6.12
   # ... and compare it with recordmcount-ng on objects from these cross
-  # compilers (tests/test_recordmcount*.py); i686 stands in for `gcc -m32`,
+  # compilers (tests/recordmcount/test_recordmcount*.py); i686 stands in for `gcc -m32`,
   # whose gcc-multilib would remove every cross compiler
   gcc-powerpc-linux-gnu gcc-powerpc64-linux-gnu gcc-powerpc64le-linux-gnu
   gcc-s390x-linux-gnu gcc-sh4-linux-gnu gcc-sparc64-linux-gnu gcc-i686-linux-gnu
@@ -47,20 +47,20 @@ packages=("${demo_packages[@]}")
   # qemu-user (below) runs the fixed-up mips test programs
   gcc-arm-linux-gnueabi gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
   gcc-mipsel-linux-gnu gcc-mips64-linux-gnuabi64 gcc-mips64el-linux-gnuabi64
-  # the kernel build-and-boot tests (tests/test_kbuild_*.py): what Kbuild
+  # the kernel build-and-boot tests (tests/kbuild/test_kbuild_*.py): what Kbuild
   # needs besides gcc, and QEMU plus a static busybox for the initramfs
   bc flex bison cpio qemu-system-x86 qemu-system-arm busybox-static
-  # the mips kernel test (tests/test_kbuild_mips.py, with gcc-mips-linux-gnu
+  # the mips kernel test (tests/kbuild/test_kbuild_mips.py, with gcc-mips-linux-gnu
   # above): a static mips libc for its /init, qemu-system-mips for malta
   libc6-dev-mips-cross qemu-system-mips
   # the clang plugin: the compiler it loads into, and the LLVM and clang
   # headers it is built against
   clang-14 llvm-14-dev libclang-14-dev
-  # clang-built kernels (tests/test_kbuild_clang.py): Kbuild's LLVM=-14 links
+  # clang-built kernels (tests/kbuild/test_kbuild_clang.py): Kbuild's LLVM=-14 links
   # with ld.lld-14 and uses llvm-ar-14, llvm-nm-14, llvm-objcopy-14, ...
   lld-14 llvm-14
   # every other compiler Debian 12 ships, each with its own plugin build
-  # (tests/test_compilers.py): GCC 11, native and aarch64 cross, with its
+  # (tests/plugins/test_compilers.py): GCC 11, native and aarch64 cross, with its
   # plugin headers; clang 13, 15 and 16 with the LLVM and clang headers
   gcc-11 g++-11 gcc-11-plugin-dev
   gcc-11-aarch64-linux-gnu g++-11-aarch64-linux-gnu gcc-11-plugin-dev-aarch64-linux-gnu
@@ -81,27 +81,27 @@ packages=("${demo_packages[@]}")
   uftrace
   # bench/attach.py: bpftrace's uprobes are the peer of ftpad attach
   bpftrace
-  # groff checks recordmcount-ng's man page (tests/test_recordmcount_check.py),
-  # and man -l the installed man pages (tests/test_install.py)
+  # groff checks recordmcount-ng's man page (tests/recordmcount/test_recordmcount_check.py),
+  # and man -l the installed man pages (tests/packaging/test_install.py)
   groff-base man-db
-  # strace shows libftpad's writes and membarriers (tests/test_runtime_text.py)
+  # strace shows libftpad's writes and membarriers (tests/runtime/test_runtime_text.py)
   strace
-  # protoc --decode_raw reads `ftpad dump --perfetto`'s file (tests/test_trace_view.py)
+  # protoc --decode_raw reads `ftpad dump --perfetto`'s file (tests/trace/test_trace_view.py)
   protobuf-compiler
-  # the Debian packages (debian/, tests/test_debian.py): dpkg-buildpackage
+  # the Debian packages (debian/, tests/packaging/test_debian.py): dpkg-buildpackage
   # with debhelper builds them (fakeroot for a build as a normal user),
   # lintian checks them, and debootstrap makes the throwaway Debian 12 chroot
   # they are installed into
   dpkg-dev debhelper fakeroot lintian debootstrap
   # the plugins under a compiler cache and distributed compiles: ccache must
   # hash the plugin and its policy file, distcc's objects must match local
-  # ones (tests/test_build_caches.py, docs/build-caches.md)
+  # ones (tests/packaging/test_build_caches.py, docs/build-caches.md)
   ccache distcc
-  # the real-browser tests (tests/test_browser.py): headless Chromium shows
+  # the real-browser tests (tests/trace/test_browser.py): headless Chromium shows
   # ftpad flame's SVG and speedscope, driven over the DevTools protocol
   chromium python3-websocket
 )
-# npm installs speedscope (pinned) for tests/test_browser.py into
+# npm installs speedscope (pinned) for tests/trace/test_browser.py into
 # /var/cache/ftpad/npm; Debian's npm if no node and npm are here already
 if [[ "${1:-}" != --demo ]]; then
   command -v npm >/dev/null && command -v node >/dev/null || packages+=(nodejs npm)

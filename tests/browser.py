@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Headless Chromium driven through the DevTools protocol, a PNG reader,
-and the speedscope install: what tests/test_browser.py and
+and the speedscope install: what tests/trace/test_browser.py and
 scripts/doc-pictures.py share.
 
 Chromium is Debian's `chromium`; the protocol goes over a WebSocket with

@@ -2,11 +2,22 @@
 import contextlib
 import fcntl
 import os
+import pathlib
 import shutil
+import sys
 
 import pytest
 
 import ftpadtest
+
+# The tests sit in one folder per area (plugins, recordmcount, runtime,
+# trace, attach, kbuild, packaging, bench), and a few import another
+# area's helpers (attach's option tests take trace's Trace reader).  Every
+# area's folder is on the path from the start, so that such an import does
+# not depend on the order in which pytest collects the folders.
+for _area in sorted(pathlib.Path(__file__).resolve().parent.iterdir()):
+    if _area.is_dir() and any(_area.glob("*.py")):
+        sys.path.insert(0, str(_area))
 
 
 @pytest.fixture(scope="session")

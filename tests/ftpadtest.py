@@ -20,6 +20,10 @@ LIBFTPAD_A = BUILD / "runtime" / "libftpad.a"
 FTPAD_BIN = BUILD / "bin" / "ftpad"
 RECORDMCOUNT = BUILD / "recordmcount" / "recordmcount-ng"
 INCLUDE = ROOT / "runtime" / "include"
+# The one home of the tests' C programs and sources, whatever folder a test
+# file sits in.
+TEST_SRC = ROOT / "tests" / "src"
+KBUILD_HELPERS = ROOT / "tests" / "kbuild"
 
 # struct ftpad_site_record (pad/ftpad_site.h)
 RECORD = struct.Struct("<iiiiBBBBBBH")
@@ -129,7 +133,7 @@ def listed_compilers():
 
 
 # Every compiler the plugins serve, for each target: the one list.  The
-# tests of tests/test_compilers.py run over all of it; the others over
+# tests of tests/plugins/test_compilers.py run over all of it; the others over
 # DEFAULT_COMPILERS, drawn from it.
 COMPILERS = listed_compilers()
 
@@ -321,7 +325,7 @@ class Image:
 
 
 # Layout checks of the user ABI for one architecture, shared by the tests of
-# every producer (tests/test_clang_pass*.py so far): each asserts everything
+# every producer (tests/plugins/test_clang_pass*.py so far): each asserts everything
 # docs/format.md promises about one record of an image.
 CACHE_LINE = 64
 X86_OPS_SLOT = bytes.fromhex("0f1f840000000000")   # an 8-byte NOP until used

@@ -8,7 +8,8 @@ import subprocess
 
 from ftpadtest import ROOT
 
-# "issue 4", "defect 10", "seed 002", "stop 26": numbers only a tracker knows.
+# A tracker's word (issue, defect, seed, stop) and its number: numbers only a
+# tracker knows.
 TRACKER = re.compile(r"\b(issues?|defects?|seeds?|stops?) #?0*\d+\b", re.IGNORECASE)
 # The changelog is history, written in the tracker's terms on purpose.
 HISTORY = {"debian/changelog"}

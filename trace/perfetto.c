@@ -20,7 +20,7 @@
  *   protos/perfetto/trace/track_event/track_event.proto
  *       TrackEvent.type = 9 (TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2,
  *       TYPE_INSTANT = 3), track_uuid = 11, categories = 22, name = 23
- * tests/test_trace_view.py checks them against `protoc --decode_raw`.
+ * tests/trace/test_trace_view.py checks them against `protoc --decode_raw`.
  */
 #include <stdlib.h>
 #include <string.h>

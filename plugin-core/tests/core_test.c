@@ -3,7 +3,7 @@
  * core_test.c - unit tests of the plugin core's pure functions: the glob
  * lists, the arguments, the policy grammar, the decision chain and the
  * report line.  Prints one line per failed check and exits 1 if any failed;
- * tests/test_plugin_core.py runs it.
+ * tests/plugins/test_plugin_core.py runs it.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * written to a file and run through every mode, as the command line would
  * (--list, --check, the drop-in, --format=ftpad).  Bad objects must give
  * errors, never crashes, leaks or undefined behaviour.  Built and run by
- * tests/test_recordmcount_fuzz.py:
+ * tests/recordmcount/test_recordmcount_fuzz.py:
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined \
  *     -I pad recordmcount/fuzz/fuzz_elf.c \

@@ -812,7 +812,7 @@ static int choose_protocol(struct ftpad_batch *b, bool *direct, bool *guard)
  * is waited out; one that starts after reads SIGTRAP blocked and writes
  * without int3.  No count of the threads inside a change: a fork from a
  * signal handler in between would leave the child's count wrong for ever
- * (an earlier version hung tests/runtime/env_forksig.c).
+ * (an earlier version hung tests/src/runtime/env_forksig.c).
  */
 static int trap_batch;            /* atomic, a futex word: 1 from the look to the last write */
 static __thread bool batch_here;  /* this thread writes the batch: its changes never wait */

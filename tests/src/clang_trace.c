@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* libftpad tracing a program built by clang with the plugin, on x86_64 and
- * (under qemu-aarch64) on aarch64; tests/test_clang_pass.py checks what it
+ * (under qemu-aarch64) on aarch64; tests/plugins/test_clang_pass.py checks what it
  * prints against the ELF file.  Only the f_* functions are padded.  An ops
  * on f_* prints one line per call:
  *     event NAME ip=0x... parent=0x... args=A,B,...

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A stand-in for libftpad's side of attach, for tests/test_attach.py: what
+ * A stand-in for libftpad's side of attach, for tests/attach/test_attach.py: what
  * docs/design.md's contract asks of ftpad_attach_start and its control
  * thread, with no recorder behind it.  It lets the injection be tested on
  * its own (`ftpad attach --library`).  A second session while one runs

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * guest_aarch64.c - /init of tests/test_attach_aarch64.py's arm64 QEMU
+ * guest_aarch64.c - /init of tests/attach/test_attach_aarch64.py's arm64 QEMU
  * machine, built static: `ftpad attach` on aarch64, where ptrace works (it
  * does not under qemu-user).  It runs /server (tests/src/attach/server.c,
  * built with the aarch64 plugin and exit sites, not linked with libftpad)

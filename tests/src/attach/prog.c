@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The program tests/test_attach_lib.py attaches to, playing `ftpad attach`
+ * The program tests/attach/test_attach_lib.py attaches to, playing `ftpad attach`
  * itself: it calls ftpad_attach_start() on the test's command, on a thread
  * that is running the program's own work (as the tool's loader stub would
  * call it on an interrupted thread).  Built with the GCC plugin (exit=1);

@@ -2,7 +2,7 @@
 /*
  * seccomp_run PROG [ARGS...]: runs PROG under a seccomp filter that allows
  * every call, so that its /proc/PID/status says "Seccomp: 2" while it runs
- * normally (tests/test_attach.py: ftpad attach refuses such a process).
+ * normally (tests/attach/test_attach.py: ftpad attach refuses such a process).
  */
 #include <linux/filter.h>
 #include <linux/seccomp.h>

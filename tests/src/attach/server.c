@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server.c - a long-running, server-like program for tests/test_attach_e2e.py
+ * server.c - a long-running, server-like program for tests/attach/test_attach_e2e.py
  * to attach `ftpad attach` to.  Built with the GCC plugin (exit sites on),
  * NOT linked with libftpad: attach must bring it in.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sve_spin.c - one thread, nearly always in an SVE loop whose sum lives in
- * a Z register across the whole round (tests/test_attach_aarch64.py).  The
+ * a Z register across the whole round (tests/attach/test_attach_aarch64.py).  The
  * frame ftpad attach restores a thread from holds FP/SIMD state only, so
  * such a thread must never be the one it runs its stub on: restored, the
  * lanes past the first 128 bits would be zero and the round's sum wrong.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The process tests/test_attach.py attaches to: built with the ftpad GCC
+ * The process tests/attach/test_attach.py attaches to: built with the ftpad GCC
  * plugin (exit=1), not linked with libftpad.  Threads:
  * - main runs a hot loop over padded functions and counts its calls;
  * - a reader blocks in read() on a pipe a writer fills every 20 ms, and

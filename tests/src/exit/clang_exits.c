@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Exit sites (docs/format.md "Exit sites"): every kind of way out of a
- * function.  tests/test_exit_sites_clang.py checks that each return and
+ * function.  tests/plugins/test_exit_sites.py checks that each return and
  * each tail call's jump of every padded function has its site and record,
  * and that the program prints what it prints without the plugin.
  * No switch: a jump table's indirect jump looks like a tail call in bytes.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * exits.c - every way a C function leaves, for the exit-site tests
- * (tests/test_exit_sites.py): several returns, tail calls direct and
+ * (tests/plugins/test_exit_sites.py): several returns, tail calls direct and
  * through a pointer, a leaf, struct/double/long double results, recursion,
  * a noreturn function and one that never returns normally (longjmp).
  * It prints what it computed; the output must not change with exit sites.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // exits.cc - C++ exceptions thrown through functions with exit sites, for
-// tests/test_exit_sites.py: the EH tables must still unwind through them,
+// tests/plugins/test_exit_sites.py: the EH tables must still unwind through them,
 // run their cleanups, and land in the right handler.
 #include <cstdio>
 #include <stdexcept>

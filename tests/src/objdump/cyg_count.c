@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* cyg_count.c - counts the calls of a -finstrument-functions build, the
- * peer that tests/test_objdump_trace.py holds `ftpad record` against.
+ * peer that tests/trace/test_objdump_trace.py holds `ftpad record` against.
  * Preloaded; at exit it writes one line per function that was entered or
  * left, "<offset from the object's base, hex> <entries> <exits>", to the
  * file named by CYG_COUNT_OUT.  One thread only (objdump has one): the

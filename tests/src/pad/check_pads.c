@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the pad definitions' checks (pad/x86_64.c, pad/aarch64.c),
- * run by tests/test_pad.py: one good pad of each layout, then one pad
+ * run by tests/plugins/test_pad.py: one good pad of each layout, then one pad
  * broken in each way a check can reject it.  Each pad is handed over in a
  * buffer of exactly its size (the harness builds this with AddressSanitizer,
  * so a read past the bytes is caught).  Prints one line per case; exits 1

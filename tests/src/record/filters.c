@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * filters.c - calls of known depths and durations for `ftpad record
- * --depth` and `--time-filter` (tests/test_record_filters.py).  Built with
+ * --depth` and `--time-filter` (tests/trace/test_record_filters.py).  Built with
  * the GCC plugin and exit=1, except filters_noexit.c (entries only).
  * "slow" functions spin for SLOW_MS, the others return at once.  The
  * depths below count main as 1.

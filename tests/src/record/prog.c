@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * prog.c - what tests/test_record.py records.  It counts its own calls and
+ * prog.c - what tests/trace/test_record.py records.  It counts its own calls and
  * prints the counts, so the test compares the trace against the program.
  *   prog count N    mid() N times (each calls leaf() once); exit status 7
  *   prog threads    three threads call leaf() 10, 110 and 210 times

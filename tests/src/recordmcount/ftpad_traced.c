@@ -3,7 +3,7 @@
  * Functions built by plain gcc or clang, without the ftpad plugin, with
  * -fpatchable-function-entry=N,M or -pg -mfentry; recordmcount-ng
  * --format=ftpad then turns their pads into ftpad records.
- * tests/test_recordmcount_ftpad.py links this with ftpad_driver.c, which
+ * tests/recordmcount/test_recordmcount_ftpad.py links this with ftpad_driver.c, which
  * traces every function libftpad finds, and expects exactly the t_* ones
  * below except t_untraced.  NOTRACE comes from the command line: the
  * attribute that keeps the compiler from padding one function.

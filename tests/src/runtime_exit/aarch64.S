@@ -2,7 +2,7 @@
 /*
  * aarch64.S - functions with exit sites and their records written by hand,
  * as docs/format.md "Exit sites (version 2)" defines them, for
- * tests/test_runtime_exit.py: the same functions as x86_64.S.  The entry
+ * tests/runtime/test_runtime_exit.py: the same functions as x86_64.S.  The entry
  * is the user layout (ops slot, [bti c,] mov x9, x30, site NOP);
  * -DV1ONLY: entry records only; -DV3: one record of version 3 more.
  */

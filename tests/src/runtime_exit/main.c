@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * main.c - exit callbacks on the hand-written exit sites of <arch>.S
- * (tests/test_runtime_exit.py checks what this prints).
+ * (tests/runtime/test_runtime_exit.py checks what this prints).
  *   exit    every return path, its value; a tail exit; unregistering
  *   threads entry and exit callbacks pairing up per thread while another
  *           thread registers and unregisters an exit-only ops

@@ -2,7 +2,7 @@
 /*
  * x86_64.S - functions with exit sites and their records written by hand,
  * as docs/format.md "Exit sites (version 2)" defines them, for
- * tests/test_runtime_exit.py (the plugins' exit=1 is not used: the
+ * tests/runtime/test_runtime_exit.py (the plugins' exit=1 is not used: the
  * runtime is tested on its own).  -DV1ONLY: entry records only (an
  * object built without exit=1).  -DV3: one record of version 3 more.
  */

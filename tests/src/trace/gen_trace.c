@@ -3,7 +3,7 @@
  * gen_trace.c - writes a trace directory in the documented format
  * (docs/format.md "The trace directory"), through <ftpad_trace.h>, from a
  * script on stdin, so that the viewers' tests describe exact scenarios
- * while the recorder is written.  tests/test_trace_view.py writes the
+ * while the recorder is written.  tests/trace/test_trace_view.py writes the
  * scripts.  One command a line:
  *
  *   dir PATH                       the trace directory (made)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// names.cc - C++ names for tests/test_trace_names.py: methods, a
+// names.cc - C++ names for tests/trace/test_trace_names.py: methods, a
 // constructor, a template with two arguments, namespaces, an operator.
 // main calls each a fixed number of times; the viewers must show them
 // demangled, as a C++ developer writes them.

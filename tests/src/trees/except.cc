@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// except.cc - what tests/test_trace_trees.py records of C++ exceptions:
+// except.cc - what tests/trace/test_trace_trees.py records of C++ exceptions:
 // ex_c throws through ex_b, caught in ex_a; then re_b throws, re_a catches
 // and rethrows, and main catches it.  leaf() after each catch.
 #include <stdexcept>

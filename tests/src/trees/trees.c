@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * trees.c - what tests/test_trace_trees.py records, one call tree per mode.
+ * trees.c - what tests/trace/test_trace_trees.py records, one call tree per mode.
  * Every traced function is noinline (and noclone for GCC), so the tree
  * has the same names and shape from GCC and clang; a call that must not
  * become a tail call is followed by an empty asm using its result.
