@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * arch.h - the hooks each architecture implements, in runtime/arch/<arch>.c
- * and runtime/arch/trampoline_<arch>.S, under these same names.  Generic
- * code calls only these; it never tests which architecture it runs on.
+ * arch.h - the hooks each architecture implements, in runtime/arch/:
+ * <arch>_encode.c (what a site and its stubs hold), <arch>.c (writing
+ * them while threads run, and the C side of the trampolines) and
+ * trampoline_<arch>.S, under these same names.  Generic code calls only
+ * these; it never tests which architecture it runs on.
  */
 #ifndef FTPAD_ARCH_H
 #define FTPAD_ARCH_H

@@ -172,8 +172,24 @@ static inline struct ftpad_site *ftpad_batch_end(const struct ftpad_module *m, u
 	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)         \
 		for (struct ftpad_site *s = m->sites; s < m->sites + m->nsites; s++)
 
-/* The lock every update of modules, ops and text takes. */
-extern pthread_mutex_t ftpad_lock FTPAD_HIDDEN;
+/*
+ * lock.c: ftpad_lock, the lock every update of modules, ops and text
+ * takes.  The taker is busy until it gives it back: its own calls reach
+ * no callback meanwhile.
+ */
+/* Take it, giving up at until (CLOCK_MONOTONIC; NULL: never): 0 or -errno. */
+int ftpad_lock_take_until(const struct timespec *until) FTPAD_HIDDEN;
+void ftpad_lock_take(void) FTPAD_HIDDEN;
+/* Take it if that needs no waiting; whether it was taken. */
+bool ftpad_lock_try(void) FTPAD_HIDDEN;
+void ftpad_lock_give(void) FTPAD_HIDDEN;
+/* Around fork (fork.c).  Prepare: whether this thread may wait for other
+ * locks too (not from a callback, nor from a signal handler that
+ * interrupted a holder).  Child: whether the lock was held by a thread
+ * the child lacks, in the middle of a change, and is new now. */
+bool ftpad_lock_fork_prepare(void) FTPAD_HIDDEN;
+void ftpad_lock_fork_parent(void) FTPAD_HIDDEN;
+bool ftpad_lock_fork_child(void) FTPAD_HIDDEN;
 
 /* alloc.c: libftpad never calls malloc (early.c); these map memory
  * instead.  ftpad_alloc() memory is zeroed. */
@@ -211,9 +227,6 @@ bool ftpad_modules_take_added(void) FTPAD_HIDDEN;
 /* Under no lock, for a lookup that found nothing: refresh if ftpad_lock can
  * be had without waiting; whether it was. */
 bool ftpad_modules_try_refresh(void) FTPAD_HIDDEN;
-/* Under no lock: after dlopen or dlclose, find the new modules, forget the
- * old ones, and patch what the registered ops want in the new ones. */
-void ftpad_modules_changed(void) FTPAD_HIDDEN;
 /* Whether the tables were read at least once (before that, dlopen and
  * dlclose have nothing to update). */
 bool ftpad_modules_scanned(void) FTPAD_HIDDEN;
@@ -224,21 +237,27 @@ struct ftpad_site *ftpad_site_by_entry(uintptr_t entry) FTPAD_HIDDEN;
 int ftpad_module_prot(const struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
 /* The end of the segment holding addr: merged writes never cross it. */
 uintptr_t ftpad_module_limit(const struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
+
+/* symtab.c: a module file's sections, and its symbol table. */
+/* The module file's first section called name (NULL: any) of type (0: any). */
 const ElfW(Shdr) *ftpad_module_section(const struct ftpad_module *mod, const char *name,
 				       unsigned type) FTPAD_HIDDEN;
+int ftpad_module_load_symbols(struct ftpad_module *mod) FTPAD_HIDDEN;
+/* Whether each module's symbol table is read when the module is; set once
+ * by ftpad_load_symbols_eagerly(), under ftpad_lock. */
+bool ftpad_symbols_eager(void) FTPAD_HIDDEN;
+void ftpad_symbols_set_eager(void) FTPAD_HIDDEN;
+const struct ftpad_sym *ftpad_module_symbol(struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
+/* fork: the symbol table lock, taken around fork like ftpad_lock. */
+void ftpad_symbols_fork_prepare(bool may_block) FTPAD_HIDDEN;
+void ftpad_symbols_fork_done(bool child) FTPAD_HIDDEN;
 
 /* symbols.c */
-int ftpad_module_load_symbols(struct ftpad_module *mod) FTPAD_HIDDEN;
 /* From now on, read each module's symbol table when the module is read
  * (not in a callback, where a lookup would), and those of the modules
  * read so far now. */
 void ftpad_load_symbols_eagerly(void) FTPAD_HIDDEN;
-bool ftpad_symbols_eager(void) FTPAD_HIDDEN;
-const struct ftpad_sym *ftpad_module_symbol(struct ftpad_module *mod, uintptr_t addr) FTPAD_HIDDEN;
 const struct ftpad_sym *ftpad_symbol_of(uintptr_t addr) FTPAD_HIDDEN;
-/* fork: the symbol table lock, taken around fork like ftpad_lock. */
-void ftpad_symbols_fork_prepare(bool may_block) FTPAD_HIDDEN;
-void ftpad_symbols_fork_done(bool child) FTPAD_HIDDEN;
 
 /*
  * text.c: writing to code (or other read-only mappings) safely.  A poke
@@ -517,6 +536,9 @@ static inline bool ftpad_in_dispatch(void)
 
 /* ops.c */
 extern unsigned long ftpad_traps FTPAD_HIDDEN; /* atomic: see ftpad_stats.traps */
+/* Under no lock: after dlopen or dlclose, find the new modules, forget the
+ * old ones, and patch what the registered ops want in the new ones. */
+void ftpad_modules_changed(void) FTPAD_HIDDEN;
 
 /*
  * The registers a trampoline saved: struct ftpad_pt_regs (arch, ftpad.h),
@@ -645,7 +667,7 @@ const struct ftpad_early_entry *ftpad_early_stop(size_t *n, size_t *dropped) FTP
  * refers to it so that an archive link takes the start-up in.
  */
 extern const char ftpad_start_up FTPAD_HIDDEN;
-/* ops.c: the fork handlers, installed once at load by the start-up. */
+/* fork.c: the fork handlers, installed once at load by the start-up. */
 void ftpad_install_fork_handlers(void) FTPAD_HIDDEN;
 
 #endif /* FTPAD_INTERNAL_H */

@@ -49,8 +49,6 @@
 #include "arch.h"
 #include "internal.h"
 
-pthread_mutex_t ftpad_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static struct ftpad_module *modules; /* atomic list head */
 static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
 static bool scanned; /* the tables were read once */
@@ -229,29 +227,6 @@ static int map_file(struct ftpad_module *mod, const char *path, const struct dl_
 	mod->map = map;
 	mod->map_size = st.st_size;
 	return 0;
-}
-
-/* The module file's first section called name (NULL: any) of type (0: any). */
-const ElfW(Shdr) *ftpad_module_section(const struct ftpad_module *mod, const char *name,
-				       unsigned type)
-{
-	const ElfW(Ehdr) *eh = mod->map;
-	const ElfW(Shdr) *sh = (const void *)((const char *)mod->map + eh->e_shoff);
-	const ElfW(Shdr) *strs = &sh[eh->e_shstrndx];
-
-	if (strs->sh_offset + strs->sh_size > mod->map_size)
-		return NULL;
-	for (int i = 0; i < eh->e_shnum; i++) {
-		if (type && sh[i].sh_type != type)
-			continue;
-		if (!name)
-			return &sh[i];
-		if (sh[i].sh_name < strs->sh_size &&
-		    !strncmp((const char *)mod->map + strs->sh_offset + sh[i].sh_name, name,
-			     strs->sh_size - sh[i].sh_name))
-			return &sh[i];
-	}
-	return NULL;
 }
 
 static void warn_site(const struct ftpad_module *mod, const struct ftpad_site *s,
@@ -709,6 +684,17 @@ int ftpad_modules_refresh(void)
 		forget_unloaded();
 	}
 	return scan.err;
+}
+
+bool ftpad_modules_try_refresh(void)
+{
+	/* Only tried: a lookup runs in callbacks, whose end the holder may
+	 * be waiting for, and inside libftpad's own calls. */
+	if (!ftpad_lock_try())
+		return false;
+	ftpad_modules_refresh();
+	ftpad_lock_give();
+	return true;
 }
 
 bool ftpad_modules_take_added(void)

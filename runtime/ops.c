@@ -210,53 +210,6 @@ static bool in_callback(void)
 	return ftpad_in_dispatch();
 }
 
-/* This thread's calls (in signal handlers too) reach no callback while it
- * is busy inside libftpad: it may be half way through a change. */
-static void busy(long delta)
-{
-	struct ftpad_thread_slot *t = ftpad_slot ? ftpad_slot : ftpad_claim_slot();
-
-	if (t)
-		__atomic_fetch_add(&t->w, delta * (long)FTPAD_BUSY_ONE, __ATOMIC_RELAXED);
-}
-
-/* The slot of the thread that holds ftpad_lock, for fork_prepare(). */
-static struct ftpad_thread_slot *lock_holder;
-
-/*
- * Take the lock and keep this thread's own calls out of callbacks
- * meanwhile; give up at until (CLOCK_MONOTONIC; NULL: never).  Busy
- * before the lock is taken and until it is given back, so that a signal
- * handler on this thread that forks knows it must not wait for it
- * (fork_prepare()).
- */
-static int lock_until(const struct timespec *until)
-{
-	int err;
-
-	busy(1);
-	err = until ? pthread_mutex_clocklock(&ftpad_lock, CLOCK_MONOTONIC, until)
-		    : pthread_mutex_lock(&ftpad_lock);
-	if (err) {
-		busy(-1);
-		return -err;
-	}
-	__atomic_store_n(&lock_holder, ftpad_slot, __ATOMIC_RELAXED);
-	return 0;
-}
-
-static void lock(void)
-{
-	lock_until(NULL);
-}
-
-static void unlock(void)
-{
-	__atomic_store_n(&lock_holder, NULL, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&ftpad_lock);
-	busy(-1);
-}
-
 static bool is_registered(const struct ftpad_ops *ops)
 {
 	for (struct ftpad_ops *o = registered; o; o = o->internal.next)
@@ -306,7 +259,7 @@ int ftpad_register_ops(struct ftpad_ops *ops)
 		return -EINVAL;
 	if (in_callback())
 		return -EDEADLK;
-	lock();
+	ftpad_lock_take();
 	err = -EBUSY;
 	if (is_registered(ops))
 		goto out;
@@ -335,7 +288,7 @@ int ftpad_register_ops(struct ftpad_ops *ops)
 	ops->flags |= FTPAD_OPS_FL_ENABLED;
 out:
 	ftpad_reclaim(false);
-	unlock();
+	ftpad_lock_give();
 	return err;
 }
 
@@ -377,7 +330,7 @@ static int unregister(struct ftpad_ops *ops, const struct timespec *until)
 		return -EINVAL;
 	if (in_callback())
 		return -EDEADLK;
-	err = lock_until(until);
+	err = ftpad_lock_take_until(until);
 	if (err)
 		return err;
 	err = -ENOENT;
@@ -394,7 +347,7 @@ static int unregister(struct ftpad_ops *ops, const struct timespec *until)
 	}
 	ftpad_grace_set_deadline(NULL);
 out:
-	unlock();
+	ftpad_lock_give();
 	return err;
 }
 
@@ -423,7 +376,7 @@ static int set_globs(struct ftpad_ops *ops, void **list, const char *globs, int 
 		return -EINVAL;
 	if (in_callback())
 		return -EDEADLK;
-	lock();
+	ftpad_lock_take();
 	old = *list;
 	f = ftpad_filter_parse(reset ? NULL : old, globs);
 	if (!f) {
@@ -444,7 +397,7 @@ static int set_globs(struct ftpad_ops *ops, void **list, const char *globs, int 
 	ftpad_free_filter(old);
 	ftpad_reclaim(false);
 out:
-	unlock();
+	ftpad_lock_give();
 	return err;
 }
 
@@ -532,26 +485,10 @@ void ftpad_modules_changed(void)
 	 * tables, nothing to do. */
 	if (in_callback() || !ftpad_modules_scanned())
 		return;
-	lock();
+	ftpad_lock_take();
 	sync_modules();
 	ftpad_reclaim(false);
-	unlock();
-}
-
-bool ftpad_modules_try_refresh(void)
-{
-	/* Only tried: a lookup runs in callbacks, whose end the holder may
-	 * be waiting for, and inside libftpad's own calls. */
-	busy(1);
-	if (pthread_mutex_trylock(&ftpad_lock)) {
-		busy(-1);
-		return false;
-	}
-	/* As lock_until(): busy first, and the holder noted, for fork. */
-	__atomic_store_n(&lock_holder, ftpad_slot, __ATOMIC_RELAXED);
-	ftpad_modules_refresh();
-	unlock();
-	return true;
+	ftpad_lock_give();
 }
 
 int ftpad_get_stats(struct ftpad_stats *st)
@@ -563,7 +500,7 @@ int ftpad_get_stats(struct ftpad_stats *st)
 	/* The lock's holder may be waiting for this very callback to end. */
 	if (in_callback())
 		return -EDEADLK;
-	lock();
+	ftpad_lock_take();
 	/* Modules loaded since are patched now, as by any call (dlhooks.c
 	 * does it earlier in libftpad.so). */
 	sync_modules();
@@ -584,70 +521,12 @@ int ftpad_get_stats(struct ftpad_stats *st)
 		}
 	}
 	ftpad_reclaim(false);
-	unlock();
+	ftpad_lock_give();
 	s.traps = __atomic_load_n(&ftpad_traps, __ATOMIC_RELAXED);
 	s.thread_slots = ftpad_grace_slots();
 	s.sz = st->sz;
 	memcpy(st, &s, st->sz < sizeof(s) ? st->sz : sizeof(s));
 	return 0;
-}
-
-/*
- * fork: take the locks around it, so that the child never starts with one
- * held by a thread it does not have, nor with a batch half written.  From
- * inside a callback, only if they are free: their holder may be waiting
- * for this very callback to end.  Likewise from a signal handler that
- * interrupted this thread inside libftpad (busy): it may hold the lock
- * itself.  If one was not free, its holder was in the middle of a change;
- * the child, the only thread left, makes the locks new, reads the state of
- * every site back from the code, and the next change rewrites any site
- * left half written (patch.c).  If that holder is the forking thread, the
- * child goes on with its change once the handler returns, lock held.
- */
-static bool fork_locked, fork_holds;
-
-/* Whether a signal handler interrupted this thread inside lock()..unlock(). */
-static bool busy_here(void)
-{
-	return ftpad_slot && (__atomic_load_n(&ftpad_slot->w, __ATOMIC_RELAXED) & FTPAD_BUSY_MASK);
-}
-
-static void fork_prepare(void)
-{
-	bool may_block = !in_callback() && !busy_here();
-
-	fork_locked = may_block ? !pthread_mutex_lock(&ftpad_lock)
-				: !pthread_mutex_trylock(&ftpad_lock);
-	fork_holds = !fork_locked && ftpad_slot &&
-		     __atomic_load_n(&lock_holder, __ATOMIC_RELAXED) == ftpad_slot;
-	ftpad_symbols_fork_prepare(may_block);
-}
-
-static void fork_parent(void)
-{
-	ftpad_symbols_fork_done(false);
-	if (fork_locked)
-		pthread_mutex_unlock(&ftpad_lock);
-}
-
-static void fork_child(void)
-{
-	ftpad_arch_fork_child();
-	ftpad_grace_fork_child();
-	ftpad_modules_fork_child();
-	ftpad_symbols_fork_done(true);
-	if (fork_locked) {
-		pthread_mutex_unlock(&ftpad_lock);
-	} else if (!fork_holds) {
-		pthread_mutex_init(&ftpad_lock, NULL);
-		ftpad_sites_resync();
-	}
-}
-
-/* From the start-up (starthook.c, early_preinit.c): at load. */
-void ftpad_install_fork_handlers(void)
-{
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 /* A link with libftpad.a takes this file whenever the program calls an
