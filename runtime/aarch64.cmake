@@ -75,25 +75,3 @@ add_custom_command(OUTPUT ${a64_dir}/libftpad.a
   VERBATIM)
 add_custom_target(ftpad_aarch64 ALL
   DEPENDS ${a64_dir}/libftpad.so ${a64_dir}/libftpad.a)
-
-# The ftpad command for aarch64, beside the libraries: it finds libftpad.so
-# at ../libftpad.so from build/runtime/aarch64/bin/.  With attach, whose
-# aarch64 hooks and stub are runtime/arch/attach_aarch64.c and
-# attach_stub_aarch64.S (tests/test_attach_aarch64.py runs it in QEMU).
-set(a64_attach_sources tools/attach.c tools/attach_target.c tools/attach_inject.c
-  arch/attach_aarch64.c arch/attach_stub_aarch64.S)
-list(TRANSFORM a64_attach_sources PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
-add_custom_command(OUTPUT ${a64_dir}/bin/ftpad
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${a64_dir}/bin
-  COMMAND ${FTPAD_AARCH64_GCC_PATH} -std=gnu11 -O2 -g -Wall -Wextra
-    -DFTPAD_VERSION="${PROJECT_VERSION}" -DFTPAD_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"
-    -DFTPAD_BUILD_LIB="../libftpad.so" -DFTPAD_HAVE_ATTACH=1
-    -I${FTPAD_TRACE_DIR} -I${FTPAD_PUBLIC_INCLUDE} -I${CMAKE_CURRENT_SOURCE_DIR}/tools
-    ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.c
-    ${a64_attach_sources} ${FTPAD_TRACE_SOURCES} -lsupc++ -o ${a64_dir}/bin/ftpad
-  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.c
-    ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.h ${FTPAD_TRACE_SOURCES} ${a64_attach_sources}
-    ${CMAKE_CURRENT_SOURCE_DIR}/tools/attach.h ${CMAKE_CURRENT_SOURCE_DIR}/tools/attach_block.h
-  COMMENT "aarch64: ftpad"
-  VERBATIM)
-add_custom_target(ftpad_aarch64_tool ALL DEPENDS ${a64_dir}/bin/ftpad)

@@ -15,7 +15,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "clock.h"
+#include "ftpad_clock.h"
 #include "ftpad.h"
 #include "ftpad_site.h"
 

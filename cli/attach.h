@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ftpad attach (attach.c) and the hooks each architecture gives it
- * (runtime/arch/attach_<arch>.c, same names on every arch): the thread's
+ * (cli/arch/attach_<arch>.c, same names on every arch): the thread's
  * registers, the syscall-restart rule, the loader stub's bytes and its
  * extended state.  docs/design.md, "Attaching to a running process".
  */
@@ -26,7 +26,7 @@ typedef struct {
 	bool vector_state;         /* SVE live, streaming mode or ZA on */
 } attach_regs;
 #else
-#error "ftpad attach has no hooks for this architecture (runtime/arch/attach_<arch>.c)"
+#error "ftpad attach has no hooks for this architecture (cli/arch/attach_<arch>.c)"
 #endif
 
 /* How long the stub's dlopen and ftpad_attach_start may take. */
