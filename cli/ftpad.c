@@ -2,11 +2,15 @@
 /*
  * ftpad - the command-line front end.
  *
- *   ftpad record [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]
+ *   ftpad record [-F GLOB]... [-N GLOB]... [OPTIONS] [-o DIR] -- PROG [ARGS...]
  *
- * runs PROG with libftpad.so preloaded and its built-in tracer switched on
- * through FTPAD_FILTER and FTPAD_OUTPUT, so a program built with pads needs
- * no link against libftpad to be traced.
+ * runs PROG with libftpad.so preloaded and its recorder switched on through
+ * FTPAD_RECORD and its companions, so a program built with pads needs no
+ * link against libftpad to be traced: the calls go into the trace
+ * directory DIR, for the viewers (`ftpad replay`, `report`...) to read.
+ * `ftpad record --text` runs the built-in text tracer instead (FTPAD_FILTER,
+ * FTPAD_OUTPUT), and `ftpad attach PID` (attach.c) records a process that
+ * already runs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,7 +35,10 @@
 #ifndef FTPAD_VERSION
 #define FTPAD_VERSION "unknown"
 #endif
-struct record_opts {
+
+/* ---- ftpad record --text: the built-in text tracer ---- */
+
+struct text_opts {
 	const char *filter;
 	const char *output;
 	char **argv; /* PROG and its arguments */
@@ -93,7 +100,7 @@ static int take_prog(int argc, char **argv, char ***prog)
 	return 0;
 }
 
-static int parse_record(int argc, char **argv, struct record_opts *o)
+static int parse_record_text(int argc, char **argv, struct text_opts *o)
 {
 	static const struct option longopts[] = {
 		{ "filter", required_argument, NULL, 'f' },
@@ -162,11 +169,11 @@ static int set_preload(const char *lib)
 	return err;
 }
 
-static int cmd_record(int argc, char **argv)
+static int cmd_record_text(int argc, char **argv)
 {
-	struct record_opts o = { 0 };
+	struct text_opts o = { 0 };
 	char lib[PATH_MAX], out[PATH_MAX];
-	int err = parse_record(argc, argv, &o);
+	int err = parse_record_text(argc, argv, &o);
 
 	if (err)
 		return err;
@@ -185,15 +192,15 @@ static int cmd_record(int argc, char **argv)
 	return errno == ENOENT ? 127 : 126;
 }
 
-/* ---- ftpad record: the binary trace directory ---- */
+/* ---- ftpad record: the trace directory ---- */
 
-struct trace_opts {
+struct record_opts {
 	struct dir_opts d;
 	bool early;
 	char **argv;
 };
 
-static int parse_trace(int argc, char **argv, struct trace_opts *o)
+static int parse_record(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option longopts[] = {
 		{ "depth", required_argument, NULL, 'D' },
@@ -263,7 +270,7 @@ static void shield_from_signals(struct sigaction old[2])
 }
 
 /* PROG run with the recorder on: its wait status, or -1; *pidp: its pid. */
-static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, pid_t *pidp)
+static int run_recorded(struct record_opts *o, const char *lib, const char *tmp, pid_t *pidp)
 {
 	char size[32], depth[32], time_filter[32];
 	struct sigaction old[2];
@@ -310,12 +317,12 @@ static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, 
 	return status;
 }
 
-static int cmd_trace(int argc, char **argv)
+static int cmd_record(int argc, char **argv)
 {
-	struct trace_opts o = { 0 };
+	struct record_opts o = { 0 };
 	struct summary sum = { 0 };
 	char lib[PATH_MAX], abs[PATH_MAX], head[32];
-	int err = parse_trace(argc, argv, &o), status, code;
+	int err = parse_record(argc, argv, &o), status, code;
 	pid_t pid;
 
 	if (err)
@@ -386,11 +393,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "record") && argc > 2 && !strcmp(argv[2], "--text"))
-		return cmd_record(argc - 2, argv + 2);
+		return cmd_record_text(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "attach") || (!strcmp(argv[1], "record") && names_pid(argc, argv)))
 		return attach_command(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "record"))
-		return cmd_trace(argc - 1, argv + 1);
+		return cmd_record(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "flame"))
 		return ftpad_flame_command(argc - 1, argv + 1);
 	if (ftpad_trace_is_command(argv[1]))
