@@ -27,6 +27,7 @@
 #include <sys/un.h>
 
 #include "attach.h"
+#include "commands.h"
 #include "tracedir.h"
 
 #define REPLY_TIMEOUT_MS 30000     /* the control thread's answers */

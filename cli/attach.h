@@ -32,9 +32,6 @@ typedef struct {
 /* How long the stub's dlopen and ftpad_attach_start may take. */
 #define ATTACH_LOAD_TIMEOUT_MS 60000
 
-/* `ftpad attach ...` and `ftpad record -p PID ...`; argv[0] is the command. */
-int cmd_attach(int argc, char **argv);
-
 /* The ELF machine of the processes this tool can attach to. */
 extern const int attach_elf_machine;
 /* The system call that waits on a futex (a thread blocked in it may be
