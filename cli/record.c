@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "ftpad_record.h"
 #include "tracedir.h"
 
 /* ---- ftpad record --text: the built-in text tracer ---- */
@@ -163,8 +164,8 @@ static int record_text(int argc, char **argv)
 		return 1;
 	if (o.output && prepare_output(o.output, out))
 		return 1;
-	if (setenv("FTPAD_FILTER", o.filter, 1) ||
-	    (o.output ? setenv("FTPAD_OUTPUT", out, 1) : unsetenv("FTPAD_OUTPUT")) ||
+	if (setenv(FTPAD_ENV_FILTER, o.filter, 1) ||
+	    (o.output ? setenv(FTPAD_ENV_OUTPUT, out, 1) : unsetenv(FTPAD_ENV_OUTPUT)) ||
 	    set_preload(lib)) {
 		fprintf(stderr, "ftpad: error: cannot set the environment: %s\n", strerror(errno));
 		return 1;
@@ -262,16 +263,18 @@ static int run_recorded(struct record_opts *o, const char *lib, const char *tmp,
 	snprintf(size, sizeof(size), "%llu", o->d.size_mb << 20);
 	snprintf(depth, sizeof(depth), "%llu", o->d.depth);
 	snprintf(time_filter, sizeof(time_filter), "%llu", o->d.time_filter_ns);
-	if (setenv("FTPAD_RECORD", tmp, 1) || unsetenv("FTPAD_RECORD_IMAGE") ||
-	    (*o->d.filter ? setenv("FTPAD_RECORD_FILTER", o->d.filter, 1)
-			: unsetenv("FTPAD_RECORD_FILTER")) ||
-	    (*o->d.notrace ? setenv("FTPAD_RECORD_NOTRACE", o->d.notrace, 1)
-			 : unsetenv("FTPAD_RECORD_NOTRACE")) ||
-	    (o->d.size_mb ? setenv("FTPAD_RECORD_SIZE", size, 1) : unsetenv("FTPAD_RECORD_SIZE")) ||
-	    (o->d.depth ? setenv("FTPAD_RECORD_DEPTH", depth, 1) : unsetenv("FTPAD_RECORD_DEPTH")) ||
-	    (o->d.time_filter_ns ? setenv("FTPAD_RECORD_TIME_FILTER", time_filter, 1)
-			       : unsetenv("FTPAD_RECORD_TIME_FILTER")) ||
-	    (o->early && setenv("FTPAD_EARLY", "1", 1)) || unsetenv("FTPAD_FILTER") ||
+	if (setenv(FTPAD_ENV_RECORD, tmp, 1) || unsetenv(FTPAD_ENV_RECORD_IMAGE) ||
+	    (*o->d.filter ? setenv(FTPAD_ENV_RECORD_FILTER, o->d.filter, 1)
+			: unsetenv(FTPAD_ENV_RECORD_FILTER)) ||
+	    (*o->d.notrace ? setenv(FTPAD_ENV_RECORD_NOTRACE, o->d.notrace, 1)
+			 : unsetenv(FTPAD_ENV_RECORD_NOTRACE)) ||
+	    (o->d.size_mb ? setenv(FTPAD_ENV_RECORD_SIZE, size, 1)
+			  : unsetenv(FTPAD_ENV_RECORD_SIZE)) ||
+	    (o->d.depth ? setenv(FTPAD_ENV_RECORD_DEPTH, depth, 1)
+			: unsetenv(FTPAD_ENV_RECORD_DEPTH)) ||
+	    (o->d.time_filter_ns ? setenv(FTPAD_ENV_RECORD_TIME_FILTER, time_filter, 1)
+				 : unsetenv(FTPAD_ENV_RECORD_TIME_FILTER)) ||
+	    (o->early && setenv(FTPAD_ENV_EARLY, "1", 1)) || unsetenv(FTPAD_ENV_FILTER) ||
 	    set_preload(lib)) {
 		fprintf(stderr, "ftpad: error: cannot set the environment: %s\n", strerror(errno));
 		return -1;
