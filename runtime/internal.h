@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "ftpad_clock.h"
+#include "ftpad_record.h"
 #include "ftpad.h"
 #include "ftpad_site.h"
 
