@@ -20,7 +20,7 @@ endif()
 set(a64_dir ${CMAKE_CURRENT_BINARY_DIR}/aarch64)
 set(a64_sources ${FTPAD_RUNTIME_SOURCES})
 list(FILTER a64_sources EXCLUDE REGEX "^arch/|^${FTPAD_PAD_DIR}/")
-list(APPEND a64_sources arch/aarch64.c arch/aarch64_encode.c arch/trampoline_aarch64.S)
+list(APPEND a64_sources arch/aarch64.c arch/trampoline_aarch64.S)
 list(TRANSFORM a64_sources PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 list(APPEND a64_sources ${FTPAD_PAD_DIR}/aarch64.c)
 # As the host objects: position independent, never padded themselves.
@@ -33,9 +33,9 @@ file(MAKE_DIRECTORY ${a64_dir}/obj)
 set(a64_objects)
 # The hooks interpose glibc's functions: in the shared library only, as on
 # the host (CMakeLists.txt); early_preinit.c in the static one only.
-set(a64_hooks ${FTPAD_INTERPOSERS})
+set(a64_hooks dlhooks.c exechooks.c maskhooks.c sighooks.c starthook.c)
 set(a64_shared_only ${a64_hooks})
-list(TRANSFORM a64_shared_only REPLACE "^interpose/" "${a64_dir}/obj/")
+list(TRANSFORM a64_shared_only PREPEND ${a64_dir}/obj/)
 list(TRANSFORM a64_shared_only APPEND .o)
 list(TRANSFORM a64_hooks PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 set(a64_static_only ${a64_dir}/obj/early_preinit.c.o)
@@ -75,25 +75,3 @@ add_custom_command(OUTPUT ${a64_dir}/libftpad.a
   VERBATIM)
 add_custom_target(ftpad_aarch64 ALL
   DEPENDS ${a64_dir}/libftpad.so ${a64_dir}/libftpad.a)
-
-# The ftpad command for aarch64, beside the libraries: it finds libftpad.so
-# at ../libftpad.so from build/runtime/aarch64/bin/.  With attach, whose
-# aarch64 hooks and stub are runtime/arch/attach_aarch64.c and
-# attach_stub_aarch64.S (tests/attach/test_attach_aarch64.py runs it in QEMU).
-set(a64_attach_sources tools/attach.c tools/attach_target.c tools/attach_inject.c
-  arch/attach_aarch64.c arch/attach_stub_aarch64.S)
-list(TRANSFORM a64_attach_sources PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
-add_custom_command(OUTPUT ${a64_dir}/bin/ftpad
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${a64_dir}/bin
-  COMMAND ${FTPAD_AARCH64_GCC_PATH} -std=gnu11 -O2 -g -Wall -Wextra
-    -DFTPAD_VERSION="${PROJECT_VERSION}" -DFTPAD_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"
-    -DFTPAD_BUILD_LIB="../libftpad.so" -DFTPAD_HAVE_ATTACH=1
-    -I${FTPAD_TRACE_DIR} -I${FTPAD_PUBLIC_INCLUDE} -I${CMAKE_CURRENT_SOURCE_DIR}/tools
-    ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.c
-    ${a64_attach_sources} ${FTPAD_TRACE_SOURCES} -lsupc++ -o ${a64_dir}/bin/ftpad
-  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/ftpad.c ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.c
-    ${CMAKE_CURRENT_SOURCE_DIR}/tools/tracedir.h ${FTPAD_TRACE_SOURCES} ${a64_attach_sources}
-    ${CMAKE_CURRENT_SOURCE_DIR}/tools/attach.h ${CMAKE_CURRENT_SOURCE_DIR}/tools/attach_block.h
-  COMMENT "aarch64: ftpad"
-  VERBATIM)
-add_custom_target(ftpad_aarch64_tool ALL DEPENDS ${a64_dir}/bin/ftpad)

@@ -36,14 +36,14 @@
 #include "internal.h"
 
 /* A request longer than this is taken for one without its end. */
-#define MAX_REQUEST (64 * 1024)
+#define MAX_REQUEST FTPAD_ATTACH_REQUEST_MAX
 
 /* The names a request may set; every other is refused. */
 static const char *const known_settings[] = {
-	"FTPAD_ATTACH_SOCKET", "FTPAD_RECORD", "FTPAD_RECORD_EXITS",
-	"FTPAD_RECORD_FILTER", "FTPAD_RECORD_NOTRACE", "FTPAD_RECORD_SIZE",
-	"FTPAD_RECORD_CHUNK", "FTPAD_RECORD_CHUNKS", "FTPAD_RECORD_DEPTH",
-	"FTPAD_RECORD_TIME_FILTER",
+	FTPAD_ENV_ATTACH_SOCKET, FTPAD_ENV_RECORD, FTPAD_ENV_RECORD_EXITS,
+	FTPAD_ENV_RECORD_FILTER, FTPAD_ENV_RECORD_NOTRACE, FTPAD_ENV_RECORD_SIZE,
+	FTPAD_ENV_RECORD_CHUNK, FTPAD_ENV_RECORD_CHUNKS, FTPAD_ENV_RECORD_DEPTH,
+	FTPAD_ENV_RECORD_TIME_FILTER,
 };
 
 /* The session: claimed by ftpad_attach_start(), given up by its control
@@ -96,9 +96,9 @@ static size_t request_size(const char *request)
  * given as 0 or 1. */
 static bool request_complete(const char *request)
 {
-	const char *socket = ftpad_request_value(request, "FTPAD_ATTACH_SOCKET");
-	const char *dir = ftpad_request_value(request, "FTPAD_RECORD");
-	const char *exits = ftpad_request_value(request, "FTPAD_RECORD_EXITS");
+	const char *socket = ftpad_request_value(request, FTPAD_ENV_ATTACH_SOCKET);
+	const char *dir = ftpad_request_value(request, FTPAD_ENV_RECORD);
+	const char *exits = ftpad_request_value(request, FTPAD_ENV_RECORD_EXITS);
 
 	return socket && *socket && strlen(socket) < sizeof(((struct sockaddr_un *)0)->sun_path) &&
 	       dir && dir[0] == '/' && (!exits || !strcmp(exits, "0") || !strcmp(exits, "1"));
@@ -167,7 +167,7 @@ static void wait_for_stop(int fd)
 		have += n;
 		while ((nl = memchr(line, '\n', have))) {
 			*nl = 0;
-			if (!strcmp(line, "stop"))
+			if (!strcmp(line, FTPAD_ATTACH_STOP))
 				return;
 			have -= nl + 1 - line;
 			memmove(line, nl + 1, have);
@@ -216,17 +216,17 @@ static void run_session(int fd, char *request)
 	if (!err && *start_messages) /* a start with warnings: the program's log */
 		ftpad_warn("%s\n", start_messages);
 	if (err) {
-		snprintf(line, sizeof(line), "error %d %s\n", -err,
+		snprintf(line, sizeof(line), FTPAD_ATTACH_ERROR_FMT, -err,
 			 *start_messages ? start_messages : ftpad_strerror(err));
 		release_session(request);
 		send_line(fd, line);
 		return;
 	}
-	snprintf(line, sizeof(line), "started sites=%u enabled=%lu\n", sites, enabled);
+	snprintf(line, sizeof(line), FTPAD_ATTACH_STARTED_FMT, sites, enabled);
 	send_line(fd, line);
 	wait_for_stop(fd);
 	ftpad_record_session_stop(&tot);
-	snprintf(line, sizeof(line), "stopped events=%llu dropped=%llu bytes=%llu\n", tot.events,
+	snprintf(line, sizeof(line), FTPAD_ATTACH_STOPPED_FMT, tot.events,
 		 tot.dropped, tot.bytes);
 	release_session(request);
 	send_line(fd, line);
@@ -257,7 +257,7 @@ static void *control_main(void *arg)
 
 	prctl(PR_SET_NAME, "ftpad-attach");
 	pthread_once(&fork_handler, install_fork_handler);
-	fd = connect_control(ftpad_request_value(request, "FTPAD_ATTACH_SOCKET"));
+	fd = connect_control(ftpad_request_value(request, FTPAD_ENV_ATTACH_SOCKET));
 	if (fd < 0) {
 		ftpad_info("ftpad: attach: cannot connect to the tool's socket: %s\n",
 			   strerror(errno));

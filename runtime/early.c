@@ -115,20 +115,20 @@ static const char *env_value(char **envp, const char *name)
  * by default); NULL when neither is on. */
 static const char *early_filter(char **envp)
 {
-	const char *filter = env_value(envp, "FTPAD_FILTER"), *dir;
+	const char *filter = env_value(envp, FTPAD_ENV_FILTER), *dir;
 
 	if (filter)
 		return filter;
-	dir = env_value(envp, "FTPAD_RECORD");
+	dir = env_value(envp, FTPAD_ENV_RECORD);
 	if (!dir || !*dir)
 		return NULL;
-	filter = env_value(envp, "FTPAD_RECORD_FILTER");
+	filter = env_value(envp, FTPAD_ENV_RECORD_FILTER);
 	return filter && *filter ? filter : "*";
 }
 
 static bool wanted_in(char **envp)
 {
-	const char *early = env_value(envp, "FTPAD_EARLY");
+	const char *early = env_value(envp, FTPAD_ENV_EARLY);
 
 	return early && *early && strcmp(early, "0") && early_filter(envp);
 }
@@ -142,7 +142,7 @@ void ftpad_early_start(char **envp)
 		return;
 	state = 1;
 	/* The recorder's trace has exits (the text tracer's has none). */
-	if (!env_value(envp, "FTPAD_FILTER"))
+	if (!env_value(envp, FTPAD_ENV_FILTER))
 		early_ops.exit_func = record_exit;
 	err = ftpad_set_filter(&early_ops, early_filter(envp), 1);
 	if (!err)

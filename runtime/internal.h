@@ -15,7 +15,8 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "clock.h"
+#include "ftpad_clock.h"
+#include "ftpad_record.h"
 #include "ftpad.h"
 #include "ftpad_site.h"
 

@@ -940,7 +940,7 @@ static int make_image(const char *how, const char *from)
 	/* An exec continues `ftpad record`'s trace; an attach session's ends
 	 * there (nor would setenv() on its thread be safe for the program). */
 	if (!request)
-		setenv("FTPAD_RECORD_IMAGE", image, 1);
+		setenv(FTPAD_ENV_RECORD_IMAGE, image, 1);
 	return sites_fd < 0 ? -1 : 0;
 }
 
@@ -1317,7 +1317,7 @@ static void after_fork_child(void)
 /* The image this process writes: after an exec of a recorded one, the next. */
 static void name_image(const char **how, char *from, size_t size)
 {
-	const char *env = getenv("FTPAD_RECORD_IMAGE");
+	const char *env = getenv(FTPAD_ENV_RECORD_IMAGE);
 	int pid, n;
 
 	*how = NULL;
@@ -1387,10 +1387,10 @@ static void set_filters(void)
 {
 	size_t ns;
 
-	max_depth = setting_size("FTPAD_RECORD_DEPTH", 0, 1);
+	max_depth = setting_size(FTPAD_ENV_RECORD_DEPTH, 0, 1);
 	if (max_depth > 1u << 20)
 		max_depth = 1u << 20;
-	ns = setting_size("FTPAD_RECORD_TIME_FILTER", 0, 1);
+	ns = setting_size(FTPAD_ENV_RECORD_TIME_FILTER, 0, 1);
 	min_ticks = 0;
 	if (ns && !(min_ticks = (uint64_t)(ns * ticks_per_ns())))
 		min_ticks = 1;
@@ -1400,11 +1400,11 @@ static void set_filters(void)
  * the one before when its size is the same. */
 static bool set_pool(void)
 {
-	size_t events = setting_size("FTPAD_RECORD_CHUNK", 4096, 2);
-	size_t n = setting_size("FTPAD_RECORD_CHUNKS", 256, 1);
+	size_t events = setting_size(FTPAD_ENV_RECORD_CHUNK, 4096, 2);
+	size_t n = setting_size(FTPAD_ENV_RECORD_CHUNKS, 256, 1);
 	size_t size = (sizeof(struct chunk) + events * sizeof(struct ftpad_event) + 63) & ~63ul;
 
-	budget = setting_size("FTPAD_RECORD_SIZE", DEFAULT_BUDGET, 0);
+	budget = setting_size(FTPAD_ENV_RECORD_SIZE, DEFAULT_BUDGET, 0);
 	ftpad_record_fast_limit = events - 1 > UINT32_MAX ? UINT32_MAX : events - 1;
 	if (pool && (size != chunk_size || n != nchunks)) {
 		munmap(pool, chunk_size * nchunks);
@@ -1597,8 +1597,8 @@ static void write_info_head(void)
 
 static int register_record_ops(bool exits)
 {
-	const char *filter = setting("FTPAD_RECORD_FILTER");
-	const char *notrace = setting("FTPAD_RECORD_NOTRACE");
+	const char *filter = setting(FTPAD_ENV_RECORD_FILTER);
+	const char *notrace = setting(FTPAD_ENV_RECORD_NOTRACE);
 	int err = 0;
 
 	record_ops.func = record_entry;
@@ -1710,7 +1710,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 /* From the start-up: `ftpad record`'s trace, if FTPAD_RECORD names one. */
 void ftpad_record_start(void)
 {
-	const char *env = getenv("FTPAD_RECORD"), *how;
+	const char *env = getenv(FTPAD_ENV_RECORD), *how;
 	char from[64];
 
 	if (!env || !*env || started)
@@ -1734,9 +1734,9 @@ int ftpad_record_session_start(const char *req, unsigned *sites, unsigned long *
 	if (started)
 		goto out;
 	request = req;
-	exits = setting("FTPAD_RECORD_EXITS");
+	exits = setting(FTPAD_ENV_RECORD_EXITS);
 	snprintf(image, sizeof(image), "%d.0", getpid());
-	err = begin(setting("FTPAD_RECORD"), NULL, NULL, !exits || strcmp(exits, "0"));
+	err = begin(setting(FTPAD_ENV_RECORD), NULL, NULL, !exits || strcmp(exits, "0"));
 	if (err) {
 		__atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
 		close_trace_files();

@@ -179,7 +179,7 @@ __attribute__((destructor(101))) static void tracer_stop(void)
 
 static int open_output(void)
 {
-	const char *path = getenv("FTPAD_OUTPUT");
+	const char *path = getenv(FTPAD_ENV_OUTPUT);
 	int fd;
 
 	if (!path || !*path)
@@ -202,7 +202,7 @@ static int open_output(void)
 
 void ftpad_tracer_start(void)
 {
-	const char *filter = getenv("FTPAD_FILTER");
+	const char *filter = getenv(FTPAD_ENV_FILTER);
 	int err;
 
 	ftpad_record_start(); /* record.c: FTPAD_RECORD */

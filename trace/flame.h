@@ -28,11 +28,6 @@ struct ftpad_flame_options {
  * line, overflow, no memory) or a write error to stderr. */
 int ftpad_flame_svg(FILE *folded_in, FILE *svg_out, const struct ftpad_flame_options *o);
 
-/* `ftpad flame [--title T] [--width PX] [--min-width PX] (--folded FILE | DIR)
- * -o OUT.svg`: argv[0] is "flame".  Writes OUT.svg through a temporary in
- * the same directory and a rename.  Returns the process exit status. */
-int ftpad_flame_command(int argc, char **argv);
-
 /* Where `ftpad flame DIR` gets its folded stacks: write the trace
  * directory's folded stacks to out, as `ftpad dump --folded DIR` does
  * (OPEN_FLAGS: reader.h's enum trace_open_flags); return 0, or -1 after

@@ -223,7 +223,7 @@ static int write_svg_in_place(FILE *in, const struct flame_args *a)
 	return err;
 }
 
-int ftpad_flame_command(int argc, char **argv)
+int trace_cmd_flame(int argc, char **argv)
 {
 	struct flame_args a = { 0 };
 	int err = parse_flame(argc, argv, &a);

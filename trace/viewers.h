@@ -1,25 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * viewers.h - the `ftpad` subcommands that read a trace, one file each,
- * and what they share.  ftpad.c hands them over through
- * ftpad_trace_main().
+ * viewers.h - what the `ftpad` subcommands that read a trace (one file
+ * each; their entry points: trace_commands.h) share.
  */
 #ifndef FTPAD_TRACE_VIEWERS_H
 #define FTPAD_TRACE_VIEWERS_H
 
+#include "trace_commands.h"
 #include "tree.h"
 
 #define EXIT_TRACE_USAGE 2
-
-/* Is `cmd` one of the viewers?  Then ftpad_trace_main() runs it with
- * argv[0] == cmd. */
-int ftpad_trace_is_command(const char *cmd);
-int ftpad_trace_main(const char *cmd, int argc, char **argv);
-
-int trace_cmd_replay(int argc, char **argv);
-int trace_cmd_report(int argc, char **argv);
-int trace_cmd_dump(int argc, char **argv);
-int trace_cmd_live(int argc, char **argv);
 
 int trace_dump_chrome(struct trace *t, const char *out);
 int trace_dump_perfetto(struct trace *t, const char *out);

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""`ftpad attach PID`, its mechanics (runtime/tools/attach*.c, the loader
-stub of runtime/arch/attach_stub_x86_64.S): a real padded program
+"""`ftpad attach PID`, its mechanics (cli/attach*.c, the loader
+stub of cli/arch/attach_stub_x86_64.S): a real padded program
 (tests/src/attach/victim.c, built with the GCC plugin, exit=1, not linked
 with libftpad) is attached to while its threads run a hot loop, block in
 read() on a pipe and sleep in nanosleep(), and checks its own calls'

@@ -237,7 +237,8 @@ def test_libftpad_man_page_has_every_exported_call():
 
 
 def test_ftpad_man_page_has_every_option():
-    usage = run([BUILD / "bin" / "ftpad", "--help"]).stdout
+    usage = "".join(run([BUILD / "bin" / "ftpad", *command, "--help"]).stdout
+                    for command in [[], ["record"], ["attach"]])
     page = (ROOT / "man" / "ftpad.1").read_text().replace("\\-", "-")
     options = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", usage))
     assert {"-f", "--filter", "-o", "--output", "--help", "--version"} <= options

@@ -351,7 +351,12 @@ def test_cli_usage_errors(args, message):
 
 
 def test_cli_help_and_version():
+    # ftpad --help: one line per subcommand, from cli/ftpad.c's table.
     p = run([FTPAD_BIN, "--help"])
+    assert p.stdout.startswith("usage: ftpad COMMAND [ARGS...]")
+    for command in ["record", "attach", "replay", "report", "dump", "live", "flame"]:
+        assert re.search(rf"^  {command} +\S", p.stdout, re.M), command
+    p = run([FTPAD_BIN, "record", "--help"])
     assert p.stdout.startswith("usage: ftpad record [-F GLOB]... [-N GLOB]... [--depth N]")
     assert "ftpad record --text [-f|--filter GLOBS] [-o|--output FILE]" in p.stdout
     assert run([FTPAD_BIN, "record", "--help"]).stdout == p.stdout

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../clock.h"
+#include "ftpad_clock.h"
 #include "tracedir.h"
 
 #ifndef FTPAD_INSTALL_LIBDIR

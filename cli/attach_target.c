@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "attach.h"
+#include "ftpad_record.h"
 
 /* The kernel's task flag (include/linux/sched.h), set as a thread begins
  * to exit; /proc/PID/stat shows it, no header names it. */
@@ -428,9 +429,9 @@ static void look_at_module(struct target *t, const char *path, bool is_exe)
 	}
 	/* libftpad already there: the same copy is opened again, never a
 	 * second one; linked in (libftpad.a): called as it is. */
-	if (elf_function(&e, SHT_DYNSYM, "ftpad_attach_start"))
+	if (elf_function(&e, SHT_DYNSYM, FTPAD_ATTACH_ENTRY))
 		snprintf(t->lib, sizeof(t->lib), "%s", path);
-	else if (is_exe && (v = elf_function(&e, SHT_SYMTAB, "ftpad_attach_start")))
+	else if (is_exe && (v = elf_function(&e, SHT_SYMTAB, FTPAD_ATTACH_ENTRY)))
 		t->start = bias + v;
 	find_slack(t, &e, bias);
 	elf_close(&e);

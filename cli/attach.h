@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ftpad attach (attach.c) and the hooks each architecture gives it
- * (runtime/arch/attach_<arch>.c, same names on every arch): the thread's
+ * (cli/arch/attach_<arch>.c, same names on every arch): the thread's
  * registers, the syscall-restart rule, the loader stub's bytes and its
  * extended state.  docs/design.md, "Attaching to a running process".
  */
@@ -26,14 +26,11 @@ typedef struct {
 	bool vector_state;         /* SVE live, streaming mode or ZA on */
 } attach_regs;
 #else
-#error "ftpad attach has no hooks for this architecture (runtime/arch/attach_<arch>.c)"
+#error "ftpad attach has no hooks for this architecture (cli/arch/attach_<arch>.c)"
 #endif
 
 /* How long the stub's dlopen and ftpad_attach_start may take. */
 #define ATTACH_LOAD_TIMEOUT_MS 60000
-
-/* `ftpad attach ...` and `ftpad record -p PID ...`; argv[0] is the command. */
-int cmd_attach(int argc, char **argv);
 
 /* The ELF machine of the processes this tool can attach to. */
 extern const int attach_elf_machine;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The block ftpad attach writes below the chosen thread's red zone (if its
- * ABI has one), read by the loader stub (runtime/arch/attach_stub_<arch>.S)
+ * ABI has one), read by the loader stub (cli/arch/attach_stub_<arch>.S)
  * and by the tool (attach.h's struct attach_block, checked against these
  * offsets).  Plain numbers, so that the assembler reads them too.
  */
@@ -52,7 +52,7 @@
 
 /* aarch64: AB_XSTATE is a signal frame (struct rt_sigframe: a siginfo,
  * then a ucontext) for rt_sigreturn; the stub fills in these two parts of
- * it (runtime/arch/attach_aarch64.c checks the offsets). */
+ * it (cli/arch/attach_aarch64.c checks the offsets). */
 #define AB_A64_UC_STACK		144	/* stack_t: the alternate signal stack */
 #define AB_A64_UC_SIGMASK	168	/* the kernel's 8-byte signal mask */
 

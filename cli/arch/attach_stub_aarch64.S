@@ -5,9 +5,9 @@
  * ftpad_attach_stub to ftpad_attach_stub_end into slack bytes of the
  * target's text, writes the thread's pc into ftpad_attach_stub_slot's copy
  * (a record only: the stub never reads it), and points one stopped thread
- * here with sp = x19 = the block (struct attach_block, runtime/tools/
- * attach.h; 64-byte aligned, so every call is made with the 16-byte
- * alignment AAPCS64 wants).  Position independent: pc-relative branches
+ * here with sp = x19 = the block (struct attach_block, cli/attach.h;
+ * 64-byte aligned, so every call is made with the 16-byte alignment
+ * AAPCS64 wants).  Position independent: pc-relative branches
  * only.
  *
  * It loads libftpad and calls ftpad_attach_start, leaves the results in the
@@ -16,7 +16,7 @@
  * thread with foreign registers.  A branch back would need a register of
  * its own, so the restore is the kernel's: rt_sigreturn on the signal frame
  * at AB_XSTATE, which the tool filled with x0-x30, sp, pc, pstate and the
- * FP/SIMD registers (runtime/arch/attach_aarch64.c).
+ * FP/SIMD registers (cli/arch/attach_aarch64.c).
  *
  * The bytes reach the target through /proc/PID/mem, whose write path
  * (access_remote_vm, copy_to_user_page) cleans the D-cache and invalidates

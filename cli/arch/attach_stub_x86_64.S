@@ -5,7 +5,7 @@
  * ftpad_attach_stub to ftpad_attach_stub_end into slack bytes of the
  * target's text, writes the return address into ftpad_attach_stub_slot's
  * copy, and points one stopped thread here with %rsp = %rbx = the block
- * (struct attach_block, runtime/tools/attach.h; 64-byte aligned, below the
+ * (struct attach_block, cli/attach.h; 64-byte aligned, below the
  * thread's red zone).  Position independent: relative jumps and one
  * %rip-relative load only.
  *

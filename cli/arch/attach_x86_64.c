@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ftpad attach's x86_64 hooks (runtime/tools/attach.h): registers through
+ * ftpad attach's x86_64 hooks (cli/attach.h): registers through
  * PTRACE_GETREGS, the extended state through NT_X86_XSTATE (the kernel's
  * standard XSAVE format, which XRSTOR reads back), and the kernel's
  * syscall-restart rule (arch/x86/kernel/signal.c).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * clock.h - the recorder's clock (<ftpad_trace.h>, info's clock=): the TSC
+ * ftpad_clock.h - the recorder's clock (<ftpad_trace.h>, info's clock=): the TSC
  * on x86_64, CNTVCT_EL0 on aarch64.  Both count the same on every core, so
  * `ftpad record` reads it too, for the trace's last clock_sync= point.
  */

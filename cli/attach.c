@@ -27,9 +27,13 @@
 #include <sys/un.h>
 
 #include "attach.h"
+#include "commands.h"
+#include "ftpad_record.h"
 #include "tracedir.h"
 
 #define REPLY_TIMEOUT_MS 30000     /* the control thread's answers */
+#define REQUEST_SIZE 16384         /* ours; libftpad takes up to FTPAD_ATTACH_REQUEST_MAX */
+_Static_assert(REQUEST_SIZE <= FTPAD_ATTACH_REQUEST_MAX, "a request libftpad would refuse");
 
 struct attach_opts {
 	pid_t pid;
@@ -109,10 +113,10 @@ static int load_error(struct target *t, int64_t result, const char *errtext)
 	if (result == AB_RESULT_NO_DLOPEN)
 		return attach_fail(t->pid, "dlopen of %s failed: %s", t->lib, errtext);
 	if (result == AB_RESULT_NO_DLSYM)
-		return attach_fail(t->pid, "%s has no ftpad_attach_start: %s", t->lib, errtext);
+		return attach_fail(t->pid, "%s has no " FTPAD_ATTACH_ENTRY ": %s", t->lib, errtext);
 	if (result == -EBUSY)
 		return attach_fail(t->pid, "it is already recording");
-	return attach_fail(t->pid, "ftpad_attach_start: %s", strerror((int)-result));
+	return attach_fail(t->pid, FTPAD_ATTACH_ENTRY ": %s", strerror((int)-result));
 }
 
 /* One line from the control thread, its newline taken off; 0, or -1 on
@@ -183,12 +187,12 @@ struct results {
 	bool started, stopped;
 };
 
-/* "error ERRNO MESSAGE": libftpad could not start the session. */
+/* FTPAD_ATTACH_ERROR_FMT: libftpad could not start the session. */
 static int start_error(struct target *t, const char *line)
 {
 	int err, at = 0;
 
-	if (sscanf(line, "error %d %n", &err, &at) == 1 && at)
+	if (sscanf(line, FTPAD_ATTACH_ERROR_SCAN, &err, &at) == 1 && at)
 		return attach_fail(t->pid, "libftpad cannot record: %s (%s)", line + at,
 				   strerror(err));
 	return attach_fail(t->pid, "libftpad says: %s", line);
@@ -196,7 +200,9 @@ static int start_error(struct target *t, const char *line)
 
 static bool send_stop(struct session *s)
 {
-	return send(s->conn, "stop\n", 5, MSG_NOSIGNAL) == 5;
+	static const char line[] = FTPAD_ATTACH_STOP "\n";
+
+	return send(s->conn, line, sizeof(line) - 1, MSG_NOSIGNAL) == sizeof(line) - 1;
 }
 
 /* The start's answer.  Ctrl-C before it (a signal that came while getting
@@ -227,7 +233,7 @@ static int run_session(struct target *t, struct session *s, const struct attach_
 
 	if (read_start(t, s, line, sizeof(line), &stop_sent))
 		return 1;
-	if (sscanf(line, "started sites=%llu enabled=%llu", &r->sites, &r->enabled) != 2)
+	if (sscanf(line, FTPAD_ATTACH_STARTED_SCAN, &r->sites, &r->enabled) != 2)
 		return start_error(t, line);
 	r->started = true;
 	fprintf(stderr, "ftpad: attached to process %d: %llu sites, %llu enabled%s\n", t->pid,
@@ -235,7 +241,7 @@ static int run_session(struct target *t, struct session *s, const struct attach_
 		stop_sent ? "; interrupted, detaching" : o->duration > 0 ? "" : "; Ctrl-C to detach");
 	if ((stop_sent || (wait_session(s, o->duration) && send_stop(s))) &&
 	    !read_line(s, line, sizeof(line), REPLY_TIMEOUT_MS, NULL)) {
-		if (sscanf(line, "stopped events=%llu dropped=%llu bytes=%llu", &r->events,
+		if (sscanf(line, FTPAD_ATTACH_STOPPED_SCAN, &r->events,
 			   &r->dropped, &r->bytes) != 3)
 			return attach_fail(t->pid, "libftpad says: %s", line);
 		r->stopped = true;
@@ -246,8 +252,8 @@ static int run_session(struct target *t, struct session *s, const struct attach_
 	return 0;
 }
 
-/* The request: NAME=VALUE settings, each ended by a NUL, then an empty
- * one.  --depth and --time-filter need the exits (where a frame ends), as
+/* The request (ftpad_record.h): NAME=VALUE settings, each ended by a
+ * NUL, then an empty one.  --depth and --time-filter need the exits (where a frame ends), as
  * `ftpad record` always has them: either one turns --graph on. */
 static size_t build_request(const struct attach_opts *o, const char *tmp, const char *socket,
 			    char *out, size_t size)
@@ -256,14 +262,14 @@ static size_t build_request(const struct attach_opts *o, const char *tmp, const 
 	bool exits = o->graph || o->d.depth || o->d.time_filter_ns;
 	size_t len = 0;
 	const char *settings[][2] = {
-		{ "FTPAD_RECORD", tmp },
-		{ "FTPAD_RECORD_EXITS", exits ? "1" : "0" },
-		{ "FTPAD_RECORD_FILTER", o->d.filter },
-		{ "FTPAD_RECORD_NOTRACE", o->d.notrace },
-		{ "FTPAD_RECORD_SIZE", o->d.size_mb ? bytes : "" },
-		{ "FTPAD_RECORD_DEPTH", o->d.depth ? depth : "" },
-		{ "FTPAD_RECORD_TIME_FILTER", o->d.time_filter_ns ? time_filter : "" },
-		{ "FTPAD_ATTACH_SOCKET", socket },
+		{ FTPAD_ENV_RECORD, tmp },
+		{ FTPAD_ENV_RECORD_EXITS, exits ? "1" : "0" },
+		{ FTPAD_ENV_RECORD_FILTER, o->d.filter },
+		{ FTPAD_ENV_RECORD_NOTRACE, o->d.notrace },
+		{ FTPAD_ENV_RECORD_SIZE, o->d.size_mb ? bytes : "" },
+		{ FTPAD_ENV_RECORD_DEPTH, o->d.depth ? depth : "" },
+		{ FTPAD_ENV_RECORD_TIME_FILTER, o->d.time_filter_ns ? time_filter : "" },
+		{ FTPAD_ENV_ATTACH_SOCKET, socket },
 	};
 
 	snprintf(bytes, sizeof(bytes), "%llu", o->d.size_mb << 20);
@@ -496,7 +502,7 @@ int cmd_attach(int argc, char **argv)
 	struct target t = { .mem = -1 };
 	struct session s = { .listen = -1, .conn = -1, .signals = -1 };
 	struct results r = { 0 };
-	char tmp[PATH_MAX], request[16384];
+	char tmp[PATH_MAX], request[REQUEST_SIZE];
 	size_t request_len;
 	sigset_t stop_signals;
 	int err, code = 0;

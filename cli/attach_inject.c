@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "attach.h"
+#include "ftpad_record.h"
 
 #define STACK_ROOM	(32 << 10) /* below the block, for dlopen's frames */
 /* A program that spends most of its time in libc is often seen outside a
@@ -238,7 +239,7 @@ struct block_image {
 static int build_block(struct target *t, const char *request, size_t request_len,
 		       struct block_image *b)
 {
-	static const char symbol[] = "ftpad_attach_start";
+	static const char symbol[] = FTPAD_ATTACH_ENTRY;
 	size_t xmax = attach_xstate_max();
 
 	b->path = AB_FIXED_SIZE;

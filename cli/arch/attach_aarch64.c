@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ftpad attach's aarch64 hooks (runtime/tools/attach.h): registers through
+ * ftpad attach's aarch64 hooks (cli/attach.h): registers through
  * PTRACE_GETREGSET NT_PRSTATUS (struct user_pt_regs), FP/SIMD through
  * NT_PRFPREG, and the kernel's syscall-restart rule as arm64 applies it
  * (arch/arm64/kernel/signal.c, do_signal).

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ftpad - the command-line front end.
+ * record.c - `ftpad record`:
  *
- *   ftpad record [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]
+ *   ftpad record [-F GLOB]... [-N GLOB]... [OPTIONS] [-o DIR] -- PROG [ARGS...]
  *
- * runs PROG with libftpad.so preloaded and its built-in tracer switched on
- * through FTPAD_FILTER and FTPAD_OUTPUT, so a program built with pads needs
- * no link against libftpad to be traced.
+ * runs PROG with libftpad.so preloaded and its recorder switched on through
+ * FTPAD_RECORD and its companions, so a program built with pads needs no
+ * link against libftpad to be traced: the calls go into the trace
+ * directory DIR, for the viewers (`ftpad replay`, `report`...) to read.
+ * `ftpad record --text` runs the built-in text tracer instead (FTPAD_FILTER,
+ * FTPAD_OUTPUT), and `ftpad record -p PID` is `ftpad attach PID` (attach.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,17 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "flame.h"   /* trace/: ftpad flame */
+#include "commands.h"
+#include "ftpad_record.h"
 #include "tracedir.h"
-#ifdef FTPAD_HAVE_ATTACH
-#include "attach.h"
-#endif
-#include "viewers.h" /* trace/: replay, report, dump, live */
 
-#ifndef FTPAD_VERSION
-#define FTPAD_VERSION "unknown"
-#endif
-struct record_opts {
+/* ---- ftpad record --text: the built-in text tracer ---- */
+
+struct text_opts {
 	const char *filter;
 	const char *output;
 	char **argv; /* PROG and its arguments */
@@ -41,12 +40,7 @@ static const char usage_text[] =
 	"usage: ftpad record [-F GLOB]... [-N GLOB]... [--depth N] [--time-filter DUR]\n"
 	"                    [--early] [--size MB] [--force] [-o DIR] -- PROG [ARGS...]\n"
 	"       ftpad record --text [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]\n"
-	"       ftpad attach PID [-F GLOB]... [-N GLOB]... [--graph] [--depth N]\n"
-	"                    [--time-filter DUR] [-o DIR] [--duration SECONDS] [--size MB]\n"
-	"                    [--force]   (or record -p PID)\n"
-	"       ftpad replay|report|dump|live ...   (docs/tracing.md; each takes --help)\n"
-	"       ftpad flame DIR|--folded FILE -o OUT.svg   (see 'ftpad flame --help')\n"
-	"       ftpad --help | --version\n"
+	"       ftpad record -p PID ...   (ftpad attach: 'ftpad attach --help')\n"
 	"\n"
 	"record  run PROG with libftpad.so preloaded, recording calls to its padded\n"
 	"        functions as binary events into DIR (default ftpad.data; an existing\n"
@@ -59,10 +53,6 @@ static const char usage_text[] =
 	"        shorter than DUR with no recorded call inside.  Functions without\n"
 	"        exit sites (entries only) are kept by both.  A crash of PROG, or a\n"
 	"        Ctrl-C or kill (not -9), keeps the trace up to it.\n"
-	"attach  record the padded functions of the running process PID into DIR\n"
-	"        until Ctrl-C, --duration or its exit, then detach and leave it\n"
-	"        running as it was; --graph: exits too (--depth and --time-filter,\n"
-	"        as record's, turn it on).  'ftpad attach --help'.\n"
 	"record --text  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
 	"        functions: one line '<comm>-<tid> <function> <-<caller>' per call,\n"
 	"        then 'ftpad: N sites found, M sites enabled, K calls seen' at exit.\n"
@@ -93,7 +83,7 @@ static int take_prog(int argc, char **argv, char ***prog)
 	return 0;
 }
 
-static int parse_record(int argc, char **argv, struct record_opts *o)
+static int parse_record_text(int argc, char **argv, struct text_opts *o)
 {
 	static const struct option longopts[] = {
 		{ "filter", required_argument, NULL, 'f' },
@@ -162,11 +152,11 @@ static int set_preload(const char *lib)
 	return err;
 }
 
-static int cmd_record(int argc, char **argv)
+static int record_text(int argc, char **argv)
 {
-	struct record_opts o = { 0 };
+	struct text_opts o = { 0 };
 	char lib[PATH_MAX], out[PATH_MAX];
-	int err = parse_record(argc, argv, &o);
+	int err = parse_record_text(argc, argv, &o);
 
 	if (err)
 		return err;
@@ -174,8 +164,8 @@ static int cmd_record(int argc, char **argv)
 		return 1;
 	if (o.output && prepare_output(o.output, out))
 		return 1;
-	if (setenv("FTPAD_FILTER", o.filter, 1) ||
-	    (o.output ? setenv("FTPAD_OUTPUT", out, 1) : unsetenv("FTPAD_OUTPUT")) ||
+	if (setenv(FTPAD_ENV_FILTER, o.filter, 1) ||
+	    (o.output ? setenv(FTPAD_ENV_OUTPUT, out, 1) : unsetenv(FTPAD_ENV_OUTPUT)) ||
 	    set_preload(lib)) {
 		fprintf(stderr, "ftpad: error: cannot set the environment: %s\n", strerror(errno));
 		return 1;
@@ -185,15 +175,15 @@ static int cmd_record(int argc, char **argv)
 	return errno == ENOENT ? 127 : 126;
 }
 
-/* ---- ftpad record: the binary trace directory ---- */
+/* ---- ftpad record: the trace directory ---- */
 
-struct trace_opts {
+struct record_opts {
 	struct dir_opts d;
 	bool early;
 	char **argv;
 };
 
-static int parse_trace(int argc, char **argv, struct trace_opts *o)
+static int parse_record(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option longopts[] = {
 		{ "depth", required_argument, NULL, 'D' },
@@ -263,7 +253,7 @@ static void shield_from_signals(struct sigaction old[2])
 }
 
 /* PROG run with the recorder on: its wait status, or -1; *pidp: its pid. */
-static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, pid_t *pidp)
+static int run_recorded(struct record_opts *o, const char *lib, const char *tmp, pid_t *pidp)
 {
 	char size[32], depth[32], time_filter[32];
 	struct sigaction old[2];
@@ -273,16 +263,18 @@ static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, 
 	snprintf(size, sizeof(size), "%llu", o->d.size_mb << 20);
 	snprintf(depth, sizeof(depth), "%llu", o->d.depth);
 	snprintf(time_filter, sizeof(time_filter), "%llu", o->d.time_filter_ns);
-	if (setenv("FTPAD_RECORD", tmp, 1) || unsetenv("FTPAD_RECORD_IMAGE") ||
-	    (*o->d.filter ? setenv("FTPAD_RECORD_FILTER", o->d.filter, 1)
-			: unsetenv("FTPAD_RECORD_FILTER")) ||
-	    (*o->d.notrace ? setenv("FTPAD_RECORD_NOTRACE", o->d.notrace, 1)
-			 : unsetenv("FTPAD_RECORD_NOTRACE")) ||
-	    (o->d.size_mb ? setenv("FTPAD_RECORD_SIZE", size, 1) : unsetenv("FTPAD_RECORD_SIZE")) ||
-	    (o->d.depth ? setenv("FTPAD_RECORD_DEPTH", depth, 1) : unsetenv("FTPAD_RECORD_DEPTH")) ||
-	    (o->d.time_filter_ns ? setenv("FTPAD_RECORD_TIME_FILTER", time_filter, 1)
-			       : unsetenv("FTPAD_RECORD_TIME_FILTER")) ||
-	    (o->early && setenv("FTPAD_EARLY", "1", 1)) || unsetenv("FTPAD_FILTER") ||
+	if (setenv(FTPAD_ENV_RECORD, tmp, 1) || unsetenv(FTPAD_ENV_RECORD_IMAGE) ||
+	    (*o->d.filter ? setenv(FTPAD_ENV_RECORD_FILTER, o->d.filter, 1)
+			: unsetenv(FTPAD_ENV_RECORD_FILTER)) ||
+	    (*o->d.notrace ? setenv(FTPAD_ENV_RECORD_NOTRACE, o->d.notrace, 1)
+			 : unsetenv(FTPAD_ENV_RECORD_NOTRACE)) ||
+	    (o->d.size_mb ? setenv(FTPAD_ENV_RECORD_SIZE, size, 1)
+			  : unsetenv(FTPAD_ENV_RECORD_SIZE)) ||
+	    (o->d.depth ? setenv(FTPAD_ENV_RECORD_DEPTH, depth, 1)
+			: unsetenv(FTPAD_ENV_RECORD_DEPTH)) ||
+	    (o->d.time_filter_ns ? setenv(FTPAD_ENV_RECORD_TIME_FILTER, time_filter, 1)
+				 : unsetenv(FTPAD_ENV_RECORD_TIME_FILTER)) ||
+	    (o->early && setenv(FTPAD_ENV_EARLY, "1", 1)) || unsetenv(FTPAD_ENV_FILTER) ||
 	    set_preload(lib)) {
 		fprintf(stderr, "ftpad: error: cannot set the environment: %s\n", strerror(errno));
 		return -1;
@@ -310,12 +302,12 @@ static int run_recorded(struct trace_opts *o, const char *lib, const char *tmp, 
 	return status;
 }
 
-static int cmd_trace(int argc, char **argv)
+static int record_dir(int argc, char **argv)
 {
-	struct trace_opts o = { 0 };
+	struct record_opts o = { 0 };
 	struct summary sum = { 0 };
 	char lib[PATH_MAX], abs[PATH_MAX], head[32];
-	int err = parse_trace(argc, argv, &o), status, code;
+	int err = parse_record(argc, argv, &o), status, code;
 	pid_t pid;
 
 	if (err)
@@ -342,13 +334,13 @@ static int cmd_trace(int argc, char **argv)
 }
 
 /* `record -p PID`: a -p/--pid among record's options (before "--"; an
- * option's own argument is skipped). */
+ * option's own argument is skipped); argv[0] is "record". */
 static bool names_pid(int argc, char **argv)
 {
 	static const char *const with_arg[] = { "-F", "-N", "-o", "--output", "--size", "--depth",
 						"--time-filter", "--duration", "--library" };
 
-	for (int i = 2; i < argc && strcmp(argv[i], "--"); i++) {
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
 		if (!strncmp(argv[i], "-p", 2) || !strcmp(argv[i], "--pid") ||
 		    !strncmp(argv[i], "--pid=", 6))
 			return true;
@@ -362,40 +354,13 @@ static bool names_pid(int argc, char **argv)
 	return false;
 }
 
-static int attach_command(int argc, char **argv)
+/* The table's `record`: argv[0] is "record"; --text first picks the
+ * text tracer, -p PID anywhere among the options the attach. */
+int cmd_record(int argc, char **argv)
 {
-#ifdef FTPAD_HAVE_ATTACH
-	return cmd_attach(argc, argv);
-#else
-	(void)argc, (void)argv;
-	fprintf(stderr, "ftpad: error: attach is not ported to this architecture yet\n");
-	return 1;
-#endif
-}
-
-int main(int argc, char **argv)
-{
-	if (argc < 2)
-		return usage_error("missing %s", "command (try 'record')");
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "--version")) {
-		printf("ftpad %s\n", FTPAD_VERSION);
-		return 0;
-	}
-	if (!strcmp(argv[1], "record") && argc > 2 && !strcmp(argv[2], "--text"))
-		return cmd_record(argc - 2, argv + 2);
-	if (!strcmp(argv[1], "attach") || (!strcmp(argv[1], "record") && names_pid(argc, argv)))
-		return attach_command(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "record"))
-		return cmd_trace(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "flame"))
-		return ftpad_flame_command(argc - 1, argv + 1);
-	if (ftpad_trace_is_command(argv[1]))
-		return ftpad_trace_main(argv[1], argc - 1, argv + 1);
-	if (argv[1][0] == '-')
-		return usage_error("unknown option '%s'", argv[1]);
-	return usage_error("unknown command '%s'", argv[1]);
+	if (argc > 1 && !strcmp(argv[1], "--text"))
+		return record_text(argc - 1, argv + 1);
+	if (names_pid(argc, argv))
+		return cmd_attach(argc, argv);
+	return record_dir(argc, argv);
 }
