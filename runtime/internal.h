@@ -66,7 +66,7 @@ struct ftpad_site {
 	uint8_t type;           /* enum ftpad_site_kind of the record, | FTPAD_T_NOEXIT */
 	uint32_t exit_index;    /* exit sites: which of the module's exit stubs is theirs */
 	/* The recorder's event word for this site plus one (0: no id yet),
-	 * which x86_64's fast recording path writes as is (record.c). */
+	 * which x86_64's fast recording path writes as is (record_ids.c). */
 	uint32_t trace_what;
 };
 
@@ -585,7 +585,7 @@ int ftpad_update_sites(struct ftpad_ops *registered, struct ftpad_ops *several) 
 void ftpad_sites_resync(void) FTPAD_HIDDEN;
 /* tracer.c */
 void ftpad_tracer_start(void) FTPAD_HIDDEN;
-/* record.c: the recorder, if FTPAD_RECORD names a trace directory. */
+/* record_session.c: the recorder, if FTPAD_RECORD names a trace directory. */
 void ftpad_record_start(void) FTPAD_HIDDEN;
 /* Write every buffered event now: an exec comes (exechooks.c). */
 void ftpad_record_before_exec(void) FTPAD_HIDDEN;
