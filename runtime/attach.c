@@ -53,16 +53,6 @@ static int session_claimed;
 static char *session_request;  /* the copy, the control thread's */
 static int session_fd = -1;    /* the control socket */
 
-const char *ftpad_request_value(const char *request, const char *name)
-{
-	size_t len = strlen(name);
-
-	for (const char *p = request; *p; p += strlen(p) + 1)
-		if (!strncmp(p, name, len) && p[len] == '=')
-			return p + len + 1;
-	return NULL;
-}
-
 static bool known_setting(const char *entry, size_t name_len)
 {
 	for (size_t i = 0; i < sizeof(known_settings) / sizeof(known_settings[0]); i++)

@@ -611,7 +611,8 @@ int ftpad_record_session_start(const char *req, unsigned *sites,
 			       unsigned long *enabled) FTPAD_HIDDEN;
 void ftpad_record_session_stop(struct ftpad_record_totals *tot) FTPAD_HIDDEN;
 bool ftpad_record_busy(void) FTPAD_HIDDEN;
-/* The signal mask of the runtime's own threads (writer, attach control). */
+/* thread.c: the signal mask of the runtime's own threads (writer, attach
+ * control). */
 void ftpad_runtime_thread_mask(sigset_t *mask) FTPAD_HIDDEN;
 /* A runtime thread running fn(arg), with that mask given through its
  * attributes (the caller's own mask is not touched), detached or to be
@@ -619,7 +620,8 @@ void ftpad_runtime_thread_mask(sigset_t *mask) FTPAD_HIDDEN;
 int ftpad_runtime_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
 			       bool detached) FTPAD_HIDDEN;
 
-/* attach.c: the value of setting name in an attach request, or NULL. */
+/* record_settings.c: the value of setting name in an attach request, or
+ * NULL. */
 const char *ftpad_request_value(const char *request, const char *name) FTPAD_HIDDEN;
 
 /* early.c: very early tracing (FTPAD_EARLY). */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * record_settings.c - the recorder's settings (record.h lists them): those
- * of the attach request while a session runs, else the environment's.
+ * of the attach request while a session runs (attach.c checks the request
+ * through ftpad_request_value() too), else the environment's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -12,6 +13,16 @@
 
 const char *request;
 bool bad_setting;
+
+const char *ftpad_request_value(const char *req, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = req; *p; p += strlen(p) + 1)
+		if (!strncmp(p, name, len) && p[len] == '=')
+			return p + len + 1;
+	return NULL;
+}
 
 /* A setting of this session: its attach request's, or the environment's. */
 const char *setting(const char *name)
