@@ -51,7 +51,7 @@
 struct rthread;
 
 /* trampoline_x86_64.S's fast path writes into these two: the offsets it
- * uses are checked in record_buffer.c. */
+ * uses come from arch/asm_offsets_x86_64.c. */
 struct chunk {
 	struct chunk *next;    /* in the full list */
 	struct rthread *owner; /* whose events file it goes to */

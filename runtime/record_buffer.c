@@ -65,20 +65,13 @@ pthread_key_t thread_key;
  * (--depth, --time-filter).  It reads a site's event word from
  * ->trace_what, the thread from self, and keeps the chunk's last slot as
  * record_event() does (below ftpad_record_fast_limit).  The offsets it
- * uses are checked here.
+ * uses are generated (arch/asm_offsets_x86_64.c).
  */
 struct ftpad_ops *ftpad_record_fast_ops FTPAD_HIDDEN;
 uint32_t ftpad_record_fast_limit FTPAD_HIDDEN;
 
 uint32_t max_depth;
 uint64_t min_ticks;
-
-_Static_assert(offsetof(struct rthread, cur) == 8 && offsetof(struct rthread, busy) == 56 &&
-	       offsetof(struct rthread, fast_events) == 64 && offsetof(struct rthread, pending) == 72,
-	       "trampoline_x86_64.S RT_*");
-_Static_assert(offsetof(struct chunk, n) == 16 && offsetof(struct chunk, ev) == 24,
-	       "trampoline_x86_64.S CH_*");
-_Static_assert(offsetof(struct ftpad_site, trace_what) == 48, "trampoline_x86_64.S SITE_WHAT");
 
 static struct chunk *chunk_at(uint32_t index)
 {
