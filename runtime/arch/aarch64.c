@@ -40,13 +40,6 @@
 #include "aarch64.h"
 #include "../quiesce.h"
 
-_Static_assert(offsetof(struct ftpad_regs, pt.sp) == 248, "trampoline_aarch64.S R_SP");
-_Static_assert(offsetof(struct ftpad_regs, pt.pc) == 256, "trampoline_aarch64.S R_PC");
-_Static_assert(offsetof(struct ftpad_regs, ops) == 272, "trampoline_aarch64.S R_OPS");
-_Static_assert(offsetof(struct ftpad_regs, full) == 280, "trampoline_aarch64.S R_FULL");
-_Static_assert(offsetof(struct ftpad_regs, vec) == 288, "trampoline_aarch64.S R_Q");
-_Static_assert(sizeof(struct ftpad_regs) == 416, "trampoline_aarch64.S FRAME");
-
 /* Bits of a site's kind, handed to the dispatcher in x16 by its stub. */
 enum {
 	KIND_BTI = 1,  /* bti c sits between the entry and mov x9, x30 */
