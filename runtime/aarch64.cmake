@@ -30,6 +30,11 @@ set(a64_flags -std=gnu11 -O2 -g -Wall -Wextra -fPIC -fvisibility=hidden
   -I${FTPAD_PUBLIC_INCLUDE} -I${FTPAD_PAD_DIR} -I${CMAKE_CURRENT_SOURCE_DIR})
 
 file(MAKE_DIRECTORY ${a64_dir}/obj)
+# The trampoline's offsets, as the host's (CMakeLists.txt): a64_dir's
+# ftpad_asm_offsets.h, from the cross compiler's view of the structs.
+ftpad_asm_offsets(${FTPAD_AARCH64_GCC_PATH} aarch64 ${a64_dir} ${a64_flags})
+set(a64_offsets ${a64_dir}/ftpad_asm_offsets.h)
+list(APPEND a64_flags -I${a64_dir})
 set(a64_objects)
 # The hooks interpose glibc's functions: in the shared library only, as on
 # the host (CMakeLists.txt); early_preinit.c in the static one only.
@@ -45,9 +50,13 @@ foreach(src ${a64_sources} ${a64_hooks} ${CMAKE_CURRENT_SOURCE_DIR}/early_preini
     set(name pad_${name}) # pad/aarch64.c beside arch/aarch64.c
   endif()
   set(obj ${a64_dir}/obj/${name}.o)
+  set(deps ${src})
+  if(name STREQUAL "trampoline_aarch64.S")
+    list(APPEND deps ${a64_offsets})
+  endif()
   add_custom_command(OUTPUT ${obj}
     COMMAND ${FTPAD_AARCH64_GCC_PATH} ${a64_flags} -MD -MF ${obj}.d -c ${src} -o ${obj}
-    DEPENDS ${src}
+    DEPENDS ${deps}
     DEPFILE ${obj}.d
     COMMENT "aarch64: ${name}"
     VERBATIM)

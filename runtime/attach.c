@@ -12,15 +12,16 @@
  * own mask is never touched.  Everything else is the control thread's:
  *
  *   connect to the tool's abstract socket (its owner must be root or us)
- *   record.c starts the trace and patches  ->  "started sites=N enabled=M"
+ *   the recorder starts the trace, patches ->  "started sites=N enabled=M"
  *                                          or "error ERRNO MESSAGE"
  *   read until the line "stop", or end of file (the tool is gone)
- *   record.c stops: sites off, buffers out ->  "stopped events=E dropped=D bytes=B"
+ *   the recorder stops: sites off, buffers ->  "stopped events=E dropped=D bytes=B"
  *
  * The messages that the start would print (ftpad_warn()) go to the tool in
  * the error line instead of into the program's stderr.  A forked child has
- * no control thread: record.c takes it out of the session, and here it
- * forgets the socket and the request, so it can be attached to itself.
+ * no control thread: record_session.c takes it out of the session, and
+ * here it forgets the socket and the request, so it can be attached to
+ * itself.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,16 +52,6 @@ static const char *const known_settings[] = {
 static int session_claimed;
 static char *session_request;  /* the copy, the control thread's */
 static int session_fd = -1;    /* the control socket */
-
-const char *ftpad_request_value(const char *request, const char *name)
-{
-	size_t len = strlen(name);
-
-	for (const char *p = request; *p; p += strlen(p) + 1)
-		if (!strncmp(p, name, len) && p[len] == '=')
-			return p + len + 1;
-	return NULL;
-}
 
 static bool known_setting(const char *entry, size_t name_len)
 {
@@ -234,7 +225,7 @@ static void run_session(int fd, char *request)
 
 /* The forked child of an attached process: no control thread here, and
  * the tool must see end of file when the parent's socket closes.  The
- * request stays mapped (record.c's own fork handler may still look). */
+ * request stays mapped (record_session.c's own fork handler may still look). */
 static void forget_session_in_child(void)
 {
 	if (session_fd >= 0)

@@ -69,7 +69,7 @@ static void record(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *
 		prctl(PR_GET_NAME, e->comm);
 }
 
-/* The exits of the same functions, for the recorder (record.c takes
+/* The exits of the same functions, for the recorder (record_session.c takes
  * them into its trace; the text tracer writes entries only): ip is the
  * function's entry, the dispatch knows the exit site. */
 static void record_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,

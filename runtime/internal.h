@@ -67,7 +67,7 @@ struct ftpad_site {
 	uint8_t type;           /* enum ftpad_site_kind of the record, | FTPAD_T_NOEXIT */
 	uint32_t exit_index;    /* exit sites: which of the module's exit stubs is theirs */
 	/* The recorder's event word for this site plus one (0: no id yet),
-	 * which x86_64's fast recording path writes as is (record.c). */
+	 * which x86_64's fast recording path writes as is (record_ids.c). */
 	uint32_t trace_what;
 };
 
@@ -608,7 +608,7 @@ int ftpad_update_sites(struct ftpad_ops *registered, struct ftpad_ops *several) 
 void ftpad_sites_resync(void) FTPAD_HIDDEN;
 /* tracer.c */
 void ftpad_tracer_start(void) FTPAD_HIDDEN;
-/* record.c: the recorder, if FTPAD_RECORD names a trace directory. */
+/* record_session.c: the recorder, if FTPAD_RECORD names a trace directory. */
 void ftpad_record_start(void) FTPAD_HIDDEN;
 /* Write every buffered event now: an exec comes (exechooks.c). */
 void ftpad_record_before_exec(void) FTPAD_HIDDEN;
@@ -634,7 +634,8 @@ int ftpad_record_session_start(const char *req, unsigned *sites,
 			       unsigned long *enabled) FTPAD_HIDDEN;
 void ftpad_record_session_stop(struct ftpad_record_totals *tot) FTPAD_HIDDEN;
 bool ftpad_record_busy(void) FTPAD_HIDDEN;
-/* The signal mask of the runtime's own threads (writer, attach control). */
+/* thread.c: the signal mask of the runtime's own threads (writer, attach
+ * control). */
 void ftpad_runtime_thread_mask(sigset_t *mask) FTPAD_HIDDEN;
 /* A runtime thread running fn(arg), with that mask given through its
  * attributes (the caller's own mask is not touched), detached or to be
@@ -642,7 +643,8 @@ void ftpad_runtime_thread_mask(sigset_t *mask) FTPAD_HIDDEN;
 int ftpad_runtime_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg,
 			       bool detached) FTPAD_HIDDEN;
 
-/* attach.c: the value of setting name in an attach request, or NULL. */
+/* record_settings.c: the value of setting name in an attach request, or
+ * NULL. */
 const char *ftpad_request_value(const char *request, const char *name) FTPAD_HIDDEN;
 
 /* early.c: very early tracing (FTPAD_EARLY). */

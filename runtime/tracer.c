@@ -205,7 +205,7 @@ void ftpad_tracer_start(void)
 	const char *filter = getenv(FTPAD_ENV_FILTER);
 	int err;
 
-	ftpad_record_start(); /* record.c: FTPAD_RECORD */
+	ftpad_record_start(); /* record_session.c: FTPAD_RECORD */
 	if (!filter || out_fd >= 0)
 		return;
 	out_fd = open_output();

@@ -41,13 +41,6 @@
 #include "aarch64_encode.h"
 #include "../quiesce.h"
 
-_Static_assert(offsetof(struct ftpad_regs, pt.sp) == 248, "trampoline_aarch64.S R_SP");
-_Static_assert(offsetof(struct ftpad_regs, pt.pc) == 256, "trampoline_aarch64.S R_PC");
-_Static_assert(offsetof(struct ftpad_regs, ops) == 272, "trampoline_aarch64.S R_OPS");
-_Static_assert(offsetof(struct ftpad_regs, full) == 280, "trampoline_aarch64.S R_FULL");
-_Static_assert(offsetof(struct ftpad_regs, vec) == 288, "trampoline_aarch64.S R_Q");
-_Static_assert(sizeof(struct ftpad_regs) == 416, "trampoline_aarch64.S FRAME");
-
 /* trampoline_aarch64.S */
 void ftpad_trampoline_entry(unsigned long ret, unsigned long parent_ip,
 			    struct ftpad_regs *regs, unsigned long kind) FTPAD_HIDDEN;

@@ -43,19 +43,25 @@
  * at a return and at a branch to a function).
  *
  * The frame is a frame record (x29, site + 4) then struct ftpad_regs
- * (internal.h; arch/aarch64.c checks the offsets).  The CFI takes x16 as
+ * (internal.h), whose offsets are generated from it (PT_*, REGS_*:
+ * arch/asm_offsets_aarch64.c).  The CFI takes x16 as
  * the return column so that an unwinder sees both return addresses: this
  * frame returns to site + 4, and the traced function's x30, its own return
  * address, is the saved x9 (pt.regs[30]).
  */
+#include "ftpad_asm_offsets.h"
+
 #define R 16                    /* struct ftpad_regs, after the frame record */
-#define R_X(n) (R + 8 * (n))
-#define R_SP (R + 248)
-#define R_PC (R + 256)
-#define R_PSTATE (R + 264)
-#define R_FULL (R + 280)
-#define R_Q (R + 288)
-#define FRAME (R + 416)         /* a multiple of 16 */
+#define R_X(n) (R + PT_X0 + 8 * (n))
+#define R_SP (R + PT_SP)
+#define R_PC (R + PT_PC)
+#define R_PSTATE (R + PT_PSTATE)
+#define R_FULL (R + REGS_FULL)
+#define R_Q (R + REGS_VEC)
+#define FRAME (R + REGS_SIZE)
+	.if FRAME % 16
+	.error "the frame must stay a multiple of 16 bytes"
+	.endif
 
 	.macro ENTRY name
 	.globl \name

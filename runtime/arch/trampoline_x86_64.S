@@ -80,30 +80,13 @@
  *
  * The frame is struct ftpad_regs (internal.h, ftpad.h's ftpad_pt_regs),
  * then what the fast path keeps over its call and the kind, then, with
- * AVX-512, the upper halves of zmm0-7; arch/x86_64.c checks the offsets.
+ * AVX-512, the upper halves of zmm0-7.  The offsets into C's structs
+ * (R_R15 ... R_VEC, VEC_STRIDE, REGS_SIZE, T_*, OPS_CALL, ENTER, NOT_FAST
+ * and the fast path's SITE_WHAT, RT_* and CH_*) are generated from them
+ * (arch/asm_offsets_x86_64.c); the frame's tail is laid out here.
  */
-#define R_R15 0
-#define R_R14 8
-#define R_R13 16
-#define R_R12 24
-#define R_RBP 32
-#define R_RBX 40
-#define R_R11 48
-#define R_R10 56
-#define R_R9 64
-#define R_R8 72
-#define R_RAX 80
-#define R_RCX 88
-#define R_RDX 96
-#define R_RSI 104
-#define R_RDI 112
-#define R_RIP 120
-#define R_FLAGS 128
-#define R_RSP 136
-#define R_OPS 144
-#define R_FULL 152
-#define R_VEC 160       /* vector register i at R_VEC + 32 * i: xmm, or ymm */
-#define VEC_STRIDE 32
+#include "ftpad_asm_offsets.h"
+
 #define R_ERRNO 416     /* after struct ftpad_regs: the fast path's errno */
 #define R_KIND 424      /* the stub's kind, for the full save's C call */
 #define R_ST0 416       /* exits: st(0) (10 bytes), instead of the two above */
@@ -113,17 +96,14 @@
 /* Multiples of 32: the calls below see an aligned stack, the vectors too. */
 #define FRAME 448       /* SSE and AVX */
 #define FRAME_ZMM 704   /* AVX-512 */
+	.if R_ERRNO != REGS_SIZE || R_ST0 != REGS_SIZE
+	.error "struct ftpad_regs changed size: lay the frame's tail out again"
+	.endif
 
 /* Vector widths, the trampolines' vec parameter. */
 #define SSE 0
 #define AVX 1
 #define AVX512 2
-
-#define T_ERRNO 8       /* struct ftpad_thread_slot: errno_ptr */
-#define T_WAITERS 28    /* struct ftpad_thread_slot: waiters */
-#define OPS_CALL 64     /* struct ftpad_ops: internal.call */
-#define ENTER 0x1000001 /* an outermost dispatch: FTPAD_GEN_ONE + 1 */
-#define NOT_FAST 0xffffff /* FTPAD_BUSY_MASK | FTPAD_DEPTH_MASK */
 
 	.text
 
@@ -376,9 +356,9 @@ FUNC \name
 	.endm
 
 /*
- * Fast recording.  When a site's ops is the recorder's and no option needs
- * C per event (record.c: ftpad_record_fast_ops), the event is written here,
- * before any frame is built: the site's event word (struct ftpad_site
+ * Fast recording.  When a site's ops is the recorder's and no option
+ * needs C per event (record_buffer.c: ftpad_record_fast_ops), the event
+ * is written here, before any frame is built: the site's event word (struct ftpad_site
  * .trace_what, plus one), the TSC and the stack pointer go into the
  * thread's current chunk, and the registers used are pushed and popped
  * around it.  Only general registers are used, never a vector or x87 one,
@@ -389,7 +369,7 @@ FUNC \name
  * C: no thread slot or a nested dispatch (NOT_FAST), the site mid-patch,
  * another ops, no id yet, no thread or chunk yet, a full chunk (its last
  * slot is the LOST event's), the recorder stopping, or the thread already
- * writing an event (record.c's busy).
+ * writing an event (record_buffer.c's busy).
  *
  * A signal handler on the same thread records too, and so may land between
  * any two instructions here.  The slot is reserved first and written
@@ -407,25 +387,18 @@ FUNC \name
  *  - the event is written, and pending goes down.
  * A handler that needs a new chunk while the interrupted path holds its
  * slot has its event dropped and counted (a LOST event says how many), as
- * has one that interrupts the C path (record.c's busy), which the fast
- * path leaves alone.  So the writer never gets a chunk with a slot
+ * has one that interrupts the C path (record_buffer.c's busy), which the
+ * fast path leaves alone.  So the writer never gets a chunk with a slot
  * reserved and unwritten, and a reader needs nothing special.
  *
  * rdtsc, not rdtscp: the event needs the time of the call, not a fence
  * against the instructions before it, and rdtscp waits for all of them
- * (record.c's C path uses rdtsc too, so both kinds of event agree).
+ * (record_buffer.c's C path uses rdtsc too, so both kinds of event agree).
  *
  * TLS: ftpad_record_self is initial-exec, as ftpad_slot already is; when
  * libftpad is dlopened (`ftpad attach`) glibc places both in its surplus
  * static TLS, which has room for a few such variables.
  */
-#define SITE_WHAT 48    /* struct ftpad_site: trace_what */
-#define RT_CUR 8        /* struct rthread (record.c): cur */
-#define RT_BUSY 56      /* ... busy */
-#define RT_FAST 64      /* ... fast_events */
-#define RT_PENDING 72   /* ... pending */
-#define CH_N 16         /* struct chunk: n */
-#define CH_EV 24        /* ... ev */
 #define SYS_FUTEX 202
 #define FUTEX_WAKE_PRIVATE 129
 

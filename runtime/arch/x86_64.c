@@ -20,19 +20,9 @@
 #include "x86_64_encode.h"
 #include "../quiesce.h"
 
-_Static_assert(offsetof(struct ftpad_regs, pt.rdi) == 112, "trampoline_x86_64.S R_RDI");
-_Static_assert(offsetof(struct ftpad_regs, pt.rip) == 120, "trampoline_x86_64.S R_RIP");
-_Static_assert(offsetof(struct ftpad_regs, pt.rsp) == 136, "trampoline_x86_64.S R_RSP");
-_Static_assert(offsetof(struct ftpad_regs, ops) == 144, "trampoline_x86_64.S R_OPS");
-_Static_assert(offsetof(struct ftpad_regs, full) == 152, "trampoline_x86_64.S R_FULL");
-_Static_assert(offsetof(struct ftpad_regs, vec) == 160, "trampoline_x86_64.S R_VEC");
-_Static_assert(sizeof(struct ftpad_regs) == 416, "trampoline_x86_64.S R_ERRNO");
-_Static_assert(offsetof(struct ftpad_site, ops) == 0, "trampoline_x86_64.S: desc->ops");
-_Static_assert(offsetof(struct ftpad_thread_slot, errno_ptr) == 8, "trampoline_x86_64.S T_ERRNO");
-_Static_assert(offsetof(struct ftpad_thread_slot, waiters) == 28, "trampoline_x86_64.S T_WAITERS");
-_Static_assert(offsetof(struct ftpad_ops, internal.call) == 64, "trampoline_x86_64.S OPS_CALL");
-_Static_assert(FTPAD_GEN_ONE + 1 == 0x1000001 && FTPAD_BUSY_MASK == 0xff0000 &&
-	       FTPAD_DEPTH_MASK == 0xffff, "trampoline_x86_64.S slot word");
+/* The trampoline's offsets are generated (asm_offsets_x86_64.c); this
+ * file's own copy of its frame's tail (R_ST0 ...) is checked here. */
+_Static_assert(sizeof(struct ftpad_regs) == 416, "R_ST0, as trampoline_x86_64.S");
 
 /* The exit trampoline's frame (trampoline_x86_64.S): st(0), st(1) and how
  * many of them were on the x87 stack, behind struct ftpad_regs. */

@@ -13,7 +13,7 @@
 #ifndef FTPAD_RECORD_H
 #define FTPAD_RECORD_H
 
-/* ---- The recorder's settings (runtime/record.c) ----
+/* ---- The recorder's settings (runtime/record_*.c) ----
  * Environment variables under `ftpad record`; the same NAME=VALUE, as
  * entries of the request, under `ftpad attach`. */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * exechooks.c - in libftpad.so only (a static program has no RTLD_NEXT):
- * exec replaces the memory, so the recorder (record.c) writes every buffer
+ * exec replaces the memory, so the recorder (record_session.c) writes every buffer
  * first, and the image before the exec ends where the next one
  * (exec_from=) begins.  glibc's execv and execvp reach execve without the
  * PLT, so each is interposed; libftpad.map gives them glibc's version

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sighooks.c - in libftpad.so only: sigaction and signal, interposed while
- * the recorder runs (record.c), install a wrapper around the program's
+ * the recorder runs (record_session.c), install a wrapper around the program's
  * handler, so that a SIGNAL event (site: the signal number) precedes the
  * handler's calls and a SIGRETURN event follows them when it returns.  The
  * handler gets its real arguments (the wrapper always asks for SA_SIGINFO
@@ -12,7 +12,7 @@
  * interposed; libftpad.map gives them glibc's version.
  *
  * A signal left at its default action that would end the process has the
- * recorder's handler instead, which ends the trace first (record.c
+ * recorder's handler instead, which ends the trace first (record_session.c
  * end_by_signal()): a query shows SIG_DFL for it, and setting SIG_DFL
  * sets it.
  */

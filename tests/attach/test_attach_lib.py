@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""libftpad's side of `ftpad attach` (runtime/attach.c, runtime/record.c's
-sessions): the test plays the tool.  It listens on an abstract Unix socket
-and has tests/src/attach/prog.c call ftpad_attach_start() with a request,
+"""libftpad's side of `ftpad attach` (runtime/attach.c,
+runtime/record_session.c's sessions): the test plays the tool.  It
+listens on an abstract Unix socket and has tests/src/attach/prog.c call
+ftpad_attach_start() with a request,
 on the thread that runs the program's own commands; the program is linked
 with libftpad, or dlopens libftpad.so.1 at the attach as the tool's loader
 stub does.  The program's workers call work_a() and work_b() only when the

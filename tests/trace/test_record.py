@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`ftpad record` and libftpad's recorder (runtime/record.c): programs built
+"""`ftpad record` and libftpad's recorder (runtime/record_*.c): programs built
 with the GCC plugin, recorded into a trace directory, read back here with a
 small reader of docs/format.md "The trace directory" (struct module, not the
 C viewers), and compared with the counts the programs keep themselves.
@@ -324,7 +324,7 @@ def assert_whole(image, summary):
 
 @pytest.mark.parametrize("how,sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT)])
 def test_a_crash_keeps_its_events(prog, tmp_path, how, sig):
-    """A program that crashes ends its trace first (record.c
+    """A program that crashes ends its trace first (record_session.c
     end_by_signal()), and then dies of the same signal: every call up to
     the crash is in the trace, with the image's totals."""
     out = tmp_path / "trace"

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`ftpad record --depth N` and `--time-filter DUR` (runtime/record.c): a
+"""`ftpad record --depth N` and `--time-filter DUR` (runtime/record_buffer.c): a
 program built with the GCC plugin and exit=1 (tests/src/record/filters.c)
 whose calls have known depths and known durations (slow ones spin for 30 ms,
 the others return at once), recorded and read back event by event.  The
