@@ -69,7 +69,8 @@ static size_t screen_rows(const struct live_opts *o)
 	return 20;
 }
 
-static void refresh(const struct live_opts *o, long iteration, int last)
+/* One screen; -1 if the trace could not be opened (said on stderr). */
+static int refresh(const struct live_opts *o, long iteration, int last)
 {
 	struct out *out = out_open(NULL);
 	struct stats_walk s;
@@ -94,7 +95,7 @@ static void refresh(const struct live_opts *o, long iteration, int last)
 			trace_close(&t); /* what it had mapped before it failed */
 		out_str(out, "  (no trace yet)\n");
 		out_close(out);
-		return;
+		return -1;
 	}
 	stats_collect(&t, &s, &total);
 	n = stats_order(&t, &s, o->key, &order);
@@ -107,6 +108,7 @@ static void refresh(const struct live_opts *o, long iteration, int last)
 	free(order);
 	free(s.by_sym);
 	trace_close(&t);
+	return 0;
 }
 
 static void sleep_ms(long ms)
@@ -160,7 +162,9 @@ static int follow(struct live_opts *o, pid_t child)
 			done = 1;
 		if (finished < 0)
 			return 1; /* not a trace: nothing to show */
-		refresh(o, i, done);
+		/* A finished trace that cannot be read will not get better. */
+		if (refresh(o, i, done) && finished > 0)
+			return 1;
 		if (!done)
 			sleep_ms(o->interval_ms);
 	}
