@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * deep.c - a recursion as deep as its argument says (default 10), then a
- * leaf: main > deep x (N + 1) > leaf.  Recorded by tests/test_trace_hostile.py
+ * leaf: main > deep x (N + 1) > leaf.  Recorded by tests/trace/test_trace_hostile.py
  * (a small trace to corrupt, and one 100,000 calls deep for `ftpad flame`)
  * and by bench/flame_deep.py.
  */

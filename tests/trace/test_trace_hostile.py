@@ -17,9 +17,9 @@ import subprocess
 
 import pytest
 
-from ftpadtest import FTPAD_BIN, ROOT, plugin_flags, run
+from ftpadtest import FTPAD_BIN, TEST_SRC, plugin_flags, run
 
-DEEP_SOURCE = ROOT / "tests" / "src" / "trace" / "deep.c"
+DEEP_SOURCE = TEST_SRC / "trace" / "deep.c"
 HANG_GUARD = 60  # seconds: generous, a blocked open() is what it catches
 VIEWER_MEMORY = 512 << 20  # RLIMIT_AS of each viewer run
 FLAME_MEMORY = 400 << 20

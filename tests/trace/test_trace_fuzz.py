@@ -37,10 +37,10 @@ def ftpad_san(tmp_path_factory):
     if not script.exists():
         pytest.fail(f"{script} is missing: run `make` first")
     exe = tmp_path_factory.mktemp("san") / "ftpad"
-    tools = ROOT / "runtime" / "tools"
+    cli = ROOT / "cli"  # cli/CMakeLists.txt's FTPAD_CLI_SOURCES, without attach
     run(["gcc", "-std=gnu11", "-O1", "-g", *SAN, '-DFTPAD_VERSION="fuzz"',
-         '-DFTPAD_INSTALL_LIBDIR="lib"', f"-I{ROOT / 'trace'}", f"-I{INCLUDE}", f"-I{tools}",
-         f"-I{ROOT / 'pad'}", tools / "ftpad.c", tools / "tracedir.c",
+         '-DFTPAD_INSTALL_LIBDIR="lib"', f"-I{ROOT / 'trace'}", f"-I{INCLUDE}", f"-I{cli}",
+         cli / "ftpad.c", cli / "record.c", cli / "tracedir.c",
          *sorted((ROOT / "trace").glob("*.c")), script, "-lsupc++", "-o", exe])
     return exe
 
