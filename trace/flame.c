@@ -33,22 +33,23 @@
 
 struct frame_node {
 	char *name;
-	size_t parent;
+	size_t parent;   /* made before its children: a smaller index */
 	size_t first_child;
 	size_t next_sibling;
-	uint64_t total; /* ns in this frame and below */
+	uint64_t total; /* ns in this frame; and below, once the tree is summed */
 	uint32_t depth;
 };
 
 /* The tree under construction: the nodes, and an open-addressing index
  * from (parent, name) to the child, so that merging a line is linear in its
  * length however many siblings there are. */
-struct frame_tree {
+struct ftpad_flame_tree {
 	struct frame_node *nodes;
 	size_t count, cap;
 	size_t *index; /* NO_NODE or a node; its size is a power of two */
 	size_t index_cap;
 	uint32_t max_depth;
+	uint64_t sum; /* every ns added: the root's total once summed */
 };
 
 static int oom(const char *what)
@@ -66,7 +67,7 @@ static uint32_t name_hash(const char *s)
 	return h;
 }
 
-static size_t slot_of(const struct frame_tree *t, size_t parent, const char *name)
+static size_t slot_of(const struct ftpad_flame_tree *t, size_t parent, const char *name)
 {
 	size_t mask = t->index_cap - 1;
 	size_t i = (name_hash(name) ^ (parent * 0x9e3779b97f4a7c15ull)) & mask;
@@ -79,7 +80,7 @@ static size_t slot_of(const struct frame_tree *t, size_t parent, const char *nam
 	}
 }
 
-static int grow_index(struct frame_tree *t)
+static int grow_index(struct ftpad_flame_tree *t)
 {
 	size_t old_cap = t->index_cap;
 	size_t *old = t->index;
@@ -99,7 +100,7 @@ static int grow_index(struct frame_tree *t)
 	return 0;
 }
 
-static size_t add_node(struct frame_tree *t, size_t parent, const char *name, size_t len)
+static size_t add_node(struct ftpad_flame_tree *t, size_t parent, const char *name, size_t len)
 {
 	if (t->count == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 256;
@@ -128,24 +129,47 @@ static size_t add_node(struct frame_tree *t, size_t parent, const char *name, si
 	return t->count++;
 }
 
-/* The child of parent called name (name[len] is a ';' or the end), made if
- * it is new.  NO_NODE when memory runs out. */
-static size_t child_named(struct frame_tree *t, size_t parent, char *name, size_t len)
+static void make_xml_safe(char *s);
+
+size_t ftpad_flame_tree_child(struct ftpad_flame_tree *t, size_t parent, char *name, size_t len)
 {
 	char saved = name[len];
 
 	if ((t->count + 1) * 2 > t->index_cap && grow_index(t))
 		return NO_NODE;
 	name[len] = '\0';
+	for (char *c = name; (c = strchr(c, ';')); c++)
+		*c = ':'; /* one frame: a ';' would split it in folded text */
+	make_xml_safe(name);
 	size_t slot = slot_of(t, parent, name);
 	size_t n = t->index[slot];
 	if (n == NO_NODE) {
 		n = add_node(t, parent, name, len);
 		if (n != NO_NODE)
 			t->index[slot] = n;
+		else
+			oom("frames");
 	}
 	name[len] = saved;
 	return n;
+}
+
+int ftpad_flame_tree_add(struct ftpad_flame_tree *t, size_t node, uint64_t ns)
+{
+	if (t->sum > UINT64_MAX - ns)
+		return -1;
+	t->sum += ns;
+	t->nodes[node].total += ns; /* its own: the parents get it when summed */
+	return 0;
+}
+
+/* Each frame's total becomes its own time and all below it: children come
+ * after their parent, so one backward pass adds each into its parent
+ * (linear, however deep the tree). */
+static void sum_totals(struct ftpad_flame_tree *t)
+{
+	for (size_t n = t->count; n-- > 1;)
+		t->nodes[t->nodes[n].parent].total += t->nodes[n].total;
 }
 
 /*
@@ -234,7 +258,7 @@ static int split_count(char *text, size_t *stack_len, uint64_t *ns)
 	return 0;
 }
 
-static int add_line(struct frame_tree *t, char *text, size_t line,
+static int add_line(struct ftpad_flame_tree *t, char *text, size_t line,
 		    const struct ftpad_flame_options *o)
 {
 	size_t stack_len;
@@ -245,27 +269,25 @@ static int add_line(struct frame_tree *t, char *text, size_t line,
 	if (stack_len == 0)
 		return line_error(o, line, "empty stack");
 	text[stack_len] = '\0';
-	make_xml_safe(text);
-	if (t->nodes[0].total > UINT64_MAX - ns)
-		return line_error(o, line, "total time overflows 64 bits");
-	t->nodes[0].total += ns;
-	size_t node = 0;
+	size_t node = FTPAD_FLAME_ROOT;
 	for (char *name = text;;) {
 		size_t len = strcspn(name, ";");
 
 		if (len == 0)
 			return line_error(o, line, "empty frame name");
-		node = child_named(t, node, name, len);
+		node = ftpad_flame_tree_child(t, node, name, len);
 		if (node == NO_NODE)
-			return oom("frames");
-		t->nodes[node].total += ns; /* cannot overflow: <= the root's */
+			return -1;
 		if (!name[len])
-			return 0;
+			break;
 		name += len + 1;
 	}
+	if (ftpad_flame_tree_add(t, node, ns))
+		return line_error(o, line, "total time overflows 64 bits");
+	return 0;
 }
 
-static int read_folded(struct frame_tree *t, FILE *in, const struct ftpad_flame_options *o)
+static int read_folded(struct ftpad_flame_tree *t, FILE *in, const struct ftpad_flame_options *o)
 {
 	char *text = NULL;
 	size_t size = 0, line = 0;
@@ -295,7 +317,7 @@ static int by_name(const void *a, const void *b, void *nodes)
 
 /* Children in name order, as flame graphs draw them: the picture depends
  * on what was called, not on which stack came first in the input. */
-static int sort_children(struct frame_tree *t)
+static int sort_children(struct ftpad_flame_tree *t)
 {
 	size_t *kids = NULL, cap = 0;
 
@@ -400,7 +422,7 @@ struct layout {
 	double min_px;
 };
 
-static void put_frame(FILE *f, const struct frame_tree *t, size_t n, uint64_t start,
+static void put_frame(FILE *f, const struct ftpad_flame_tree *t, size_t n, uint64_t start,
 		      const struct layout *l)
 {
 	const struct frame_node *node = &t->nodes[n];
@@ -428,7 +450,7 @@ static void put_frame(FILE *f, const struct frame_tree *t, size_t n, uint64_t st
 /* Every frame wide enough to see, parents before children, children in
  * name order: iterative, since a recursion 100,000 calls deep is a trace
  * this must draw. */
-static int put_frames(FILE *f, const struct frame_tree *t, const struct layout *l)
+static int put_frames(FILE *f, const struct ftpad_flame_tree *t, const struct layout *l)
 {
 	struct pending { size_t node; uint64_t start; } *stack;
 	size_t depth = 0;
@@ -453,120 +475,9 @@ static int put_frames(FILE *f, const struct frame_tree *t, const struct layout *
 	return 0;
 }
 
-/* The viewer: zoom, reset, search.  Kept to what a browser has without any
- * library, and exported as window.ftpadZoom/ftpadReset/ftpadSearch for
- * scripts and tests. */
-static const char script[] =
-	"\"use strict\";\n"
-	"(function () {\n"
-	"var svg = document.documentElement, frames = [], total = 0, W = 0, PAD = 10, CHAR = 7.2;\n"
-	"var details, matched, resetBtn, zoomed = null;\n"
-	"function clip(name, w) {\n"
-	"  var fit = (w - 6) / CHAR;\n"
-	"  if (fit < 3) return \"\";\n"
-	"  var chars = Array.from(name);\n"
-	"  if (chars.length <= fit) return name;\n"
-	"  return chars.slice(0, Math.floor(fit) - 2).join(\"\") + \"..\";\n"
-	"}\n"
-	"function place(f, s0, t0) {\n"
-	"  var span = W - 2 * PAD, x, w;\n"
-	"  if (f.s <= s0 && f.s + f.t >= s0 + t0) { x = PAD; w = span; }\n"
-	"  else { x = PAD + (f.s - s0) / t0 * span; w = f.t / t0 * span; }\n"
-	"  f.rect.setAttribute(\"x\", x.toFixed(2));\n"
-	"  f.rect.setAttribute(\"width\", w.toFixed(2));\n"
-	"  f.text.setAttribute(\"x\", (x + 3).toFixed(2));\n"
-	"  f.text.textContent = clip(f.name, w);\n"
-	"}\n"
-	"function show(f, on) {\n"
-	"  if (on) f.g.removeAttribute(\"display\"); else f.g.setAttribute(\"display\", \"none\");\n"
-	"}\n"
-	"function zoom(z) {\n"
-	"  zoomed = z;\n"
-	"  frames.forEach(function (f) {\n"
-	"    var inside = f.d >= z.d && f.s >= z.s && f.s + f.t <= z.s + z.t;\n"
-	"    var above = f.d < z.d && f.s <= z.s && f.s + f.t >= z.s + z.t;\n"
-	"    show(f, inside || above);\n"
-	"    if (above) f.g.setAttribute(\"class\", f.cls + \" ancestor\");\n"
-	"    else f.g.setAttribute(\"class\", f.cls);\n"
-	"    if (inside || above) place(f, z.s, z.t);\n"
-	"  });\n"
-	"  svg.setAttribute(\"data-zoomed\", z.name);\n"
-	"  resetBtn.removeAttribute(\"display\");\n"
-	"}\n"
-	"function reset() {\n"
-	"  zoomed = null;\n"
-	"  frames.forEach(function (f) { show(f, true); f.g.setAttribute(\"class\", f.cls); place(f, 0, total); });\n"
-	"  svg.removeAttribute(\"data-zoomed\");\n"
-	"  resetBtn.setAttribute(\"display\", \"none\");\n"
-	"}\n"
-	"function matcher(term) {\n"
-	"  try { var re = new RegExp(term); return function (s) { return re.test(s); }; }\n"
-	"  catch (e) { return function (s) { return s.indexOf(term) >= 0; }; }\n"
-	"}\n"
-	"/* The share of the time axis under any match, nested matches counted once. */\n"
-	"function coverage(spans) {\n"
-	"  spans.sort(function (a, b) { return a[0] - b[0]; });\n"
-	"  var sum = 0, end = -1;\n"
-	"  spans.forEach(function (s) {\n"
-	"    if (s[0] >= end) { sum += s[1] - s[0]; end = s[1]; }\n"
-	"    else if (s[1] > end) { sum += s[1] - end; end = s[1]; }\n"
-	"  });\n"
-	"  return sum;\n"
-	"}\n"
-	"function search(term) {\n"
-	"  var test = term ? matcher(term) : function () { return false; }, spans = [];\n"
-	"  frames.forEach(function (f) {\n"
-	"    var hit = test(f.name);\n"
-	"    f.cls = hit ? \"frame match\" : \"frame\";\n"
-	"    f.g.setAttribute(\"class\", f.cls);\n"
-	"    f.rect.setAttribute(\"fill\", hit ? \"rgb(230,0,230)\" : f.fill);\n"
-	"    if (hit) spans.push([f.s, f.s + f.t]);\n"
-	"  });\n"
-	"  var pct = total ? 100 * coverage(spans) / total : 0;\n"
-	"  matched.textContent = term ? \"Matched: \" + pct.toFixed(1) + \"%\" : \"\";\n"
-	"  svg.setAttribute(\"data-matched\", term ? pct.toFixed(2) : \"\");\n"
-	"  if (zoomed) zoom(zoomed);\n"
-	"  return pct;\n"
-	"}\n"
-	"function ask() {\n"
-	"  var term = window.prompt(\"Search for (a regular expression or text):\", \"\");\n"
-	"  if (term !== null) search(term);\n"
-	"}\n"
-	"function init() {\n"
-	"  W = +svg.getAttribute(\"width\");\n"
-	"  total = +svg.getAttribute(\"data-total\");\n"
-	"  details = document.getElementById(\"details\");\n"
-	"  matched = document.getElementById(\"matched\");\n"
-	"  resetBtn = document.getElementById(\"reset\");\n"
-	"  var gs = document.getElementById(\"frames\").children;\n"
-	"  for (var i = 0; i < gs.length; i++) {\n"
-	"    var g = gs[i], f = { g: g, rect: g.querySelector(\"rect\"), text: g.querySelector(\"text\"),\n"
-	"      name: g.getAttribute(\"data-name\"), s: +g.getAttribute(\"data-s\"),\n"
-	"      t: +g.getAttribute(\"data-t\"), d: +g.getAttribute(\"data-d\"), cls: \"frame\" };\n"
-	"    f.fill = f.rect.getAttribute(\"fill\");\n"
-	"    f.info = g.querySelector(\"title\").textContent;\n"
-	"    frames.push(f);\n"
-	"    g.addEventListener(\"click\", zoom.bind(null, f));\n"
-	"    g.addEventListener(\"mouseover\", function (f) { details.textContent = f.info; }.bind(null, f));\n"
-	"    g.addEventListener(\"mouseout\", function () { details.textContent = \" \"; });\n"
-	"  }\n"
-	"  resetBtn.addEventListener(\"click\", reset);\n"
-	"  document.getElementById(\"search\").addEventListener(\"click\", ask);\n"
-	"  document.getElementById(\"clear\").addEventListener(\"click\", function () { search(\"\"); });\n"
-	"  window.addEventListener(\"keydown\", function (e) {\n"
-	"    if ((e.ctrlKey && e.key === \"f\") || e.key === \"F3\") { e.preventDefault(); ask(); }\n"
-	"    else if (e.key === \"Escape\") reset();\n"
-	"  });\n"
-	"  window.ftpadZoom = function (name) {\n"
-	"    var f = frames.filter(function (f) { return f.name === name; })[0];\n"
-	"    if (f) zoom(f);\n"
-	"    return !!f;\n"
-	"  };\n"
-	"  window.ftpadReset = reset;\n"
-	"  window.ftpadSearch = search;\n"
-	"}\n"
-	"window.addEventListener(\"load\", init);\n"
-	"})();\n";
+/* The viewer: zoom, reset, search: trace/flame.js, which the build makes
+ * this NUL-terminated array (trace/embed.cmake). */
+extern const char flame_script[];
 
 static const char style[] =
 	"text { font-family: monospace; font-size: 12px; fill: #000; }\n"
@@ -577,7 +488,7 @@ static const char style[] =
 	"#title { font-size: 17px; text-anchor: middle; }\n"
 	"#matched { text-anchor: end; }\n";
 
-static void put_head(FILE *f, const struct frame_tree *t, const struct layout *l,
+static void put_head(FILE *f, const struct ftpad_flame_tree *t, const struct layout *l,
 		     const char *title)
 {
 	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\n", f);
@@ -587,7 +498,7 @@ static void put_head(FILE *f, const struct frame_tree *t, const struct layout *l
 		l->width, l->height, l->width, l->height, t->nodes[0].total);
 	fputs("<!-- made by ftpad flame: click a frame to zoom, Ctrl-F to search -->\n", f);
 	fprintf(f, "<style type=\"text/css\"><![CDATA[\n%s]]></style>\n", style);
-	fprintf(f, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n", script);
+	fprintf(f, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n", flame_script);
 	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"#f8f8f0\"/>\n",
 		l->width, l->height);
 	fprintf(f, "<text id=\"title\" x=\"%.1f\" y=\"22\">", l->width / 2.0);
@@ -604,46 +515,77 @@ static void put_head(FILE *f, const struct frame_tree *t, const struct layout *l
 		l->height - 8);
 }
 
-static void free_tree(struct frame_tree *t)
+struct ftpad_flame_tree *ftpad_flame_tree_new(void)
+{
+	struct ftpad_flame_tree *t = calloc(1, sizeof(*t));
+
+	if (!t || add_node(t, NO_NODE, "all", 3) == NO_NODE || grow_index(t)) {
+		if (t)
+			ftpad_flame_tree_free(t);
+		oom("frames");
+		return NULL;
+	}
+	return t;
+}
+
+void ftpad_flame_tree_free(struct ftpad_flame_tree *t)
 {
 	for (size_t i = 0; i < t->count; i++)
 		free(t->nodes[i].name);
 	free(t->nodes);
 	free(t->index);
+	free(t);
 }
 
-int ftpad_flame_svg(FILE *folded_in, FILE *svg_out, const struct ftpad_flame_options *o)
+/* The image width o asks for; 0 after saying it is out of range. */
+static unsigned width_of(const struct ftpad_flame_options *o)
 {
-	struct frame_tree t = { 0 };
+	unsigned width = o->width ? o->width : DEFAULT_WIDTH;
+
+	if (width < 2 * SIDE_PAD + 100 || width > MAX_WIDTH) {
+		fprintf(stderr, "ftpad: error: flame: width %u is out of range (%u to %u)\n",
+			width, 2 * SIDE_PAD + 100, MAX_WIDTH);
+		return 0;
+	}
+	return width;
+}
+
+int ftpad_flame_tree_svg(struct ftpad_flame_tree *t, FILE *svg_out, const struct ftpad_flame_options *o)
+{
 	struct layout l;
 	int err;
 
-	l.width = o->width ? o->width : DEFAULT_WIDTH;
-	if (l.width < 2 * SIDE_PAD + 100 || l.width > MAX_WIDTH) {
-		fprintf(stderr, "ftpad: error: flame: width %u is out of range (%u to %u)\n",
-			l.width, 2 * SIDE_PAD + 100, MAX_WIDTH);
+	l.width = width_of(o);
+	if (!l.width)
 		return -1;
-	}
 	l.min_px = o->min_frame_px < 0 ? DEFAULT_MIN_FRAME_PX : o->min_frame_px;
-	if (add_node(&t, NO_NODE, "all", 3) == NO_NODE)
-		return oom("frames");
-	err = grow_index(&t);
-	if (!err)
-		err = read_folded(&t, folded_in, o);
-	if (!err)
-		err = sort_children(&t);
+	sum_totals(t);
+	err = sort_children(t);
 	if (!err) {
-		l.height = HEADER_H + FOOTER_H + (t.max_depth + 1) * FRAME_H;
-		l.scale = t.nodes[0].total ? (double)(l.width - 2 * SIDE_PAD) / (double)t.nodes[0].total : 0;
-		put_head(svg_out, &t, &l, o->title ? o->title : "Flame graph");
+		l.height = HEADER_H + FOOTER_H + (t->max_depth + 1) * FRAME_H;
+		l.scale = t->nodes[0].total ? (double)(l.width - 2 * SIDE_PAD) / (double)t->nodes[0].total : 0;
+		put_head(svg_out, t, &l, o->title ? o->title : "Flame graph");
 		fputs("<g id=\"frames\">\n", svg_out);
-		err = put_frames(svg_out, &t, &l);
+		err = put_frames(svg_out, t, &l);
 		fputs("</g>\n</svg>\n", svg_out);
 	}
-	free_tree(&t);
 	if (!err && (fflush(svg_out) || ferror(svg_out))) {
 		fprintf(stderr, "ftpad: error: flame: writing the SVG failed: %s\n", strerror(errno));
 		err = -1;
 	}
+	return err;
+}
+
+int ftpad_flame_svg(FILE *folded_in, FILE *svg_out, const struct ftpad_flame_options *o)
+{
+	struct ftpad_flame_tree *t;
+	int err;
+
+	if (!width_of(o) || !(t = ftpad_flame_tree_new()))
+		return -1;
+	err = read_folded(t, folded_in, o);
+	if (!err)
+		err = ftpad_flame_tree_svg(t, svg_out, o);
+	ftpad_flame_tree_free(t);
 	return err;
 }

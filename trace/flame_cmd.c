@@ -114,46 +114,126 @@ static int parse_flame(int argc, char **argv, struct flame_args *a)
 	return 0;
 }
 
-int ftpad_flame_folded_from_trace(const char *dir, unsigned open_flags, FILE *out)
+/* Which paths a folded line would show: those with self time, and the
+ * paths above them.  Paths come after their parents, so one backward pass
+ * marks them all. */
+static unsigned char *paths_shown(const struct trace_path *paths, size_t n)
 {
-	struct trace t;
-	struct out *o;
-	int rc;
+	unsigned char *shown = calloc(n + 1, 1);
 
-	if (trace_open(&t, dir, open_flags))
-		return -1;
-	o = out_of_file(out);
-	rc = o ? trace_write_folded(&t, o) : -1;
-	trace_close(&t);
-	return rc;
+	if (!shown)
+		return NULL;
+	for (size_t i = n; i-- > 0;) {
+		shown[i] |= paths[i].self > 0;
+		if (shown[i] && paths[i].parent != TRACE_NONE)
+			shown[paths[i].parent] = 1;
+	}
+	return shown;
 }
 
-/* The folded stacks as a stream: the file, stdin, or the trace directory's
- * stacks in a temporary file. */
-static FILE *open_folded(const struct flame_args *a)
+/* The frames of the paths shown, each made from its parent's frame: one
+ * step a path, where folded text would spell every stack out whole. */
+static int add_paths(struct ftpad_flame_tree *tree, struct trace *t, const struct trace_path *paths,
+		     size_t n, const unsigned char *shown, size_t *node)
 {
-	FILE *in;
+	char *name = NULL;
+	size_t cap = 0;
+	int err = 0;
 
-	if (a->dir) {
-		in = tmpfile();
-		if (!in) {
-			fprintf(stderr, "ftpad: error: flame: cannot make a temporary file: %s\n",
-				strerror(errno));
-			return NULL;
+	for (size_t i = 0; i < n && !err; i++) {
+		const char *sym = t->syms[paths[i].sym];
+		size_t len = strlen(sym);
+
+		if (!shown[i])
+			continue;
+		if (len + 1 > cap) {
+			char *more = realloc(name, cap = len + 1);
+
+			if (!more) {
+				err = -1;
+				fputs("ftpad: error: flame: out of memory (names)\n", stderr);
+				break;
+			}
+			name = more;
 		}
-		if (ftpad_flame_folded_from_trace(a->dir, a->open_flags, in) || fflush(in) || fseek(in, 0, SEEK_SET)) {
-			fclose(in);
-			return NULL;
-		}
-		return in;
+		memcpy(name, sym, len + 1);
+		node[i] = ftpad_flame_tree_child(tree, paths[i].parent == TRACE_NONE
+						       ? FTPAD_FLAME_ROOT : node[paths[i].parent],
+						 name, len);
+		if (node[i] == SIZE_MAX)
+			err = -1;
+		else if (paths[i].self > 0 && ftpad_flame_tree_add(tree, node[i], (uint64_t)paths[i].self))
+			err = -1, fprintf(stderr, "ftpad: error: %s: total time overflows 64 bits\n", t->dir);
 	}
-	if (!strcmp(a->folded, "-"))
-		return stdin;
-	in = fopen(a->folded, "r");
-	if (!in)
+	free(name);
+	return err;
+}
+
+struct ftpad_flame_tree *ftpad_flame_tree_from_trace(const char *dir, unsigned open_flags)
+{
+	struct ftpad_flame_tree *tree = NULL;
+	struct trace_path *paths = NULL;
+	unsigned char *shown = NULL;
+	size_t *node = NULL, n;
+	struct trace t;
+
+	if (trace_open(&t, dir, open_flags))
+		goto out;
+	n = trace_collect_paths(&t, &paths);
+	shown = paths_shown(paths, n);
+	node = malloc((n + 1) * sizeof(*node));
+	tree = ftpad_flame_tree_new();
+	if (!shown || !node || !tree || add_paths(tree, &t, paths, n, shown, node)) {
+		if (!shown || !node)
+			fputs("ftpad: error: flame: out of memory (paths)\n", stderr);
+		if (tree)
+			ftpad_flame_tree_free(tree);
+		tree = NULL;
+	}
+out:
+	free(node);
+	free(shown);
+	free(paths);
+	trace_close(&t);
+	return tree;
+}
+
+/* What the SVG is drawn from: folded lines (a file, stdin), or the
+ * frames of a trace directory. */
+struct flame_source {
+	FILE *in;
+	struct ftpad_flame_tree *tree;
+};
+
+static int open_source(const struct flame_args *a, struct flame_source *src)
+{
+	if (a->dir) {
+		src->tree = ftpad_flame_tree_from_trace(a->dir, a->open_flags);
+		return src->tree ? 0 : -1;
+	}
+	if (!strcmp(a->folded, "-")) {
+		src->in = stdin;
+		return 0;
+	}
+	src->in = fopen(a->folded, "r");
+	if (!src->in)
 		fprintf(stderr, "ftpad: error: flame: cannot open '%s': %s\n", a->folded,
 			strerror(errno));
-	return in;
+	return src->in ? 0 : -1;
+}
+
+static void close_source(struct flame_source *src)
+{
+	if (src->tree)
+		ftpad_flame_tree_free(src->tree);
+	if (src->in && src->in != stdin)
+		fclose(src->in);
+}
+
+static int draw(const struct flame_source *src, FILE *out, const struct flame_args *a)
+{
+	return src->tree ? ftpad_flame_tree_svg(src->tree, out, &a->opts)
+			 : ftpad_flame_svg(src->in, out, &a->opts);
 }
 
 static mode_t current_umask(void)
@@ -164,7 +244,7 @@ static mode_t current_umask(void)
 	return mask;
 }
 
-static int write_svg_file(FILE *in, const struct flame_args *a)
+static int write_svg_file(const struct flame_source *src, const struct flame_args *a)
 {
 	size_t len = strlen(a->output);
 	char *tmp = malloc(len + sizeof(".tmpXXXXXX"));
@@ -188,7 +268,7 @@ static int write_svg_file(FILE *in, const struct flame_args *a)
 		free(tmp);
 		return -1;
 	}
-	err = ftpad_flame_svg(in, out, &a->opts);
+	err = draw(src, out, a);
 	if (fclose(out) && !err) {
 		fprintf(stderr, "ftpad: error: flame: writing '%s' failed: %s\n", tmp, strerror(errno));
 		err = -1;
@@ -204,7 +284,7 @@ static int write_svg_file(FILE *in, const struct flame_args *a)
 	return err;
 }
 
-static int write_svg_in_place(FILE *in, const struct flame_args *a)
+static int write_svg_in_place(const struct flame_source *src, const struct flame_args *a)
 {
 	FILE *out = fopen(a->output, "w");
 	int err;
@@ -214,7 +294,7 @@ static int write_svg_in_place(FILE *in, const struct flame_args *a)
 			strerror(errno));
 		return -1;
 	}
-	err = ftpad_flame_svg(in, out, &a->opts);
+	err = draw(src, out, a);
 	if (fclose(out) && !err) {
 		fprintf(stderr, "ftpad: error: flame: writing '%s' failed: %s\n", a->output,
 			strerror(errno));
@@ -226,21 +306,19 @@ static int write_svg_in_place(FILE *in, const struct flame_args *a)
 int trace_cmd_flame(int argc, char **argv)
 {
 	struct flame_args a = { 0 };
+	struct flame_source src = { 0 };
 	int err = parse_flame(argc, argv, &a);
-	FILE *in;
 
 	if (err)
 		return err;
-	in = open_folded(&a);
-	if (!in)
+	if (open_source(&a, &src))
 		return 1;
 	if (!strcmp(a.output, "-"))
-		err = ftpad_flame_svg(in, stdout, &a.opts);
+		err = draw(&src, stdout, &a);
 	else if (out_is_special_file(a.output))
-		err = write_svg_in_place(in, &a);
+		err = write_svg_in_place(&src, &a);
 	else
-		err = write_svg_file(in, &a);
-	if (in != stdin)
-		fclose(in);
+		err = write_svg_file(&src, &a);
+	close_source(&src);
 	return err ? 1 : 0;
 }

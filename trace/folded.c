@@ -11,24 +11,25 @@
 #include "out.h"
 #include "viewers.h"
 
-/* A call path: (parent path, symbol), found through a hash table. */
-struct path {
-	uint32_t parent; /* TRACE_NONE at a thread's root */
-	uint32_t sym;
-	int64_t self;
-};
-
+/* The call paths (struct trace_path), found through a hash table. */
 struct folded {
-	struct path *paths;
+	struct trace_path *paths;
 	size_t n, cap;
 	uint32_t *slots; /* path index + 1 */
 	size_t mask;
-	struct out *o;
 };
 
+/* Every bit of the key reaches the low bits that index the table: a plain
+ * multiply leaves them to `sym` alone, and the paths of one recursion
+ * (one sym, parents 1, 2, 3 ...) then share a handful of slots, which made
+ * collecting them quadratic in its depth. */
 static uint64_t path_hash(uint32_t parent, uint32_t sym)
 {
-	return ((uint64_t)parent << 32 | sym) * 0x9e3779b97f4a7c15ull >> 17;
+	uint64_t h = ((uint64_t)parent << 32 | sym) * 0x9e3779b97f4a7c15ull;
+
+	h ^= h >> 32;
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ h >> 29;
 }
 
 static void grow_slots(struct folded *fd)
@@ -54,7 +55,7 @@ static uint32_t path_of(struct folded *fd, uint32_t parent, uint32_t sym)
 	if ((fd->n + 1) * 2 > fd->mask + 1)
 		grow_slots(fd);
 	for (j = path_hash(parent, sym) & fd->mask; fd->slots[j]; j = (j + 1) & fd->mask) {
-		const struct path *p = &fd->paths[fd->slots[j] - 1];
+		const struct trace_path *p = &fd->paths[fd->slots[j] - 1];
 
 		if (p->parent == parent && p->sym == sym)
 			return fd->slots[j] - 1;
@@ -65,7 +66,7 @@ static uint32_t path_of(struct folded *fd, uint32_t parent, uint32_t sym)
 		if (!fd->paths)
 			abort();
 	}
-	fd->paths[fd->n] = (struct path){ .parent = parent, .sym = sym };
+	fd->paths[fd->n] = (struct trace_path){ .parent = parent, .sym = sym };
 	fd->slots[j] = (uint32_t)++fd->n;
 	return (uint32_t)(fd->n - 1);
 }
@@ -93,17 +94,17 @@ static const struct tree_ops folded_ops = {
 };
 
 /* "main;f;g" of path i: its names from the root down. */
-static char *path_text(struct trace *t, const struct folded *fd, uint32_t i)
+static char *path_text(struct trace *t, const struct trace_path *paths, uint32_t i)
 {
 	size_t len = 0, depth = 0, k;
 	uint32_t p, *chain;
 	char *s;
 
-	for (p = i; p != TRACE_NONE; p = fd->paths[p].parent, depth++)
-		len += strlen(t->syms[fd->paths[p].sym]) + 1;
+	for (p = i; p != TRACE_NONE; p = paths[p].parent, depth++)
+		len += strlen(t->syms[paths[p].sym]) + 1;
 	chain = malloc(depth * sizeof(*chain) + 1);
-	for (p = i, k = depth; p != TRACE_NONE; p = fd->paths[p].parent)
-		chain[--k] = fd->paths[p].sym;
+	for (p = i, k = depth; p != TRACE_NONE; p = paths[p].parent)
+		chain[--k] = paths[p].sym;
 	s = malloc(len + 1);
 	for (len = 0, k = 0; k < depth; k++) {
 		size_t n = strlen(t->syms[chain[k]]);
@@ -139,32 +140,39 @@ int trace_dump_folded(struct trace *t, const char *out)
 	return o ? trace_write_folded(t, o) : 1;
 }
 
-int trace_write_folded(struct trace *t, struct out *o)
+size_t trace_collect_paths(struct trace *t, struct trace_path **paths)
 {
-	struct folded fd = { .o = o };
+	struct folded fd = { 0 };
 	struct tree_walk w;
-	struct line *lines;
-	size_t n = 0, i;
-	int rc;
 
 	tree_walk_init(&w, t, &folded_ops, &fd);
 	tree_walk_all(&w);
 	tree_walk_free(&w);
-	lines = malloc((fd.n + 1) * sizeof(*lines));
-	for (i = 0; i < fd.n; i++)
-		if (fd.paths[i].self > 0)
-			lines[n++] = (struct line){ path_text(t, &fd, (uint32_t)i), fd.paths[i].self };
+	free(fd.slots);
+	*paths = fd.paths;
+	return fd.n;
+}
+
+int trace_write_folded(struct trace *t, struct out *o)
+{
+	struct trace_path *paths;
+	size_t npaths = trace_collect_paths(t, &paths), n = 0, i;
+	struct line *lines = malloc((npaths + 1) * sizeof(*lines));
+	int rc;
+
+	for (i = 0; i < npaths; i++)
+		if (paths[i].self > 0)
+			lines[n++] = (struct line){ path_text(t, paths, (uint32_t)i), paths[i].self };
 	qsort(lines, n, sizeof(*lines), by_stack);
 	for (i = 0; i < n; i++) {
-		out_str(fd.o, lines[i].stack);
-		out_char(fd.o, ' ');
-		out_i64(fd.o, lines[i].ns);
-		out_char(fd.o, '\n');
+		out_str(o, lines[i].stack);
+		out_char(o, ' ');
+		out_i64(o, lines[i].ns);
+		out_char(o, '\n');
 		free(lines[i].stack);
 	}
-	rc = out_close(fd.o) ? 1 : 0;
+	rc = out_close(o) ? 1 : 0;
 	free(lines);
-	free(fd.paths);
-	free(fd.slots);
+	free(paths);
 	return rc;
 }

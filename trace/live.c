@@ -35,20 +35,26 @@ struct live_opts {
 	unsigned open_flags; /* TRACE_OPEN_RAW_NAMES */
 };
 
-/* Has the recorder written its summary (docs/format.md: `exit=` at the end)? */
+/* Has the recorder written its summary (docs/format.md: `exit=` at the
+ * end)?  1 or 0; -1 after saying why when info is there but is not a file
+ * a trace has (a FIFO, a symbolic link): such a trace will never finish. */
 static int trace_finished(const char *dir)
 {
-	char path[4096], line[256];
-	FILE *f;
+	char path[4096], *text, *line, *save = NULL;
+	const char *why = NULL;
 	int done = 0;
 
 	snprintf(path, sizeof(path), "%s/info", dir);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
+	text = trace_slurp(path, NULL, &why);
+	if (!text) {
+		if (errno == ENOENT)
+			return 0;
+		fprintf(stderr, "ftpad: error: %s: %s\n", path, why);
+		return -1;
+	}
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		done |= !strncmp(line, "exit=", 5);
-	fclose(f);
+	free(text);
 	return done;
 }
 
@@ -63,7 +69,8 @@ static size_t screen_rows(const struct live_opts *o)
 	return 20;
 }
 
-static void refresh(const struct live_opts *o, long iteration, int last)
+/* One screen; -1 if the trace could not be opened (said on stderr). */
+static int refresh(const struct live_opts *o, long iteration, int last)
 {
 	struct out *out = out_open(NULL);
 	struct stats_walk s;
@@ -83,12 +90,12 @@ static void refresh(const struct live_opts *o, long iteration, int last)
 	out_char(out, '\n');
 	snprintf(said, sizeof(said), "%s/info", o->dir);
 	/* Until the recorder's summary is there, files may be half written. */
-	if (access(said, F_OK) || trace_open(&t, o->dir, o->open_flags | (trace_finished(o->dir) ? 0 : TRACE_OPEN_QUIET))) {
+	if (access(said, F_OK) || trace_open(&t, o->dir, o->open_flags | (trace_finished(o->dir) > 0 ? 0 : TRACE_OPEN_QUIET))) {
 		if (!access(said, F_OK))
 			trace_close(&t); /* what it had mapped before it failed */
 		out_str(out, "  (no trace yet)\n");
 		out_close(out);
-		return;
+		return -1;
 	}
 	stats_collect(&t, &s, &total);
 	n = stats_order(&t, &s, o->key, &order);
@@ -101,6 +108,7 @@ static void refresh(const struct live_opts *o, long iteration, int last)
 	free(order);
 	free(s.by_sym);
 	trace_close(&t);
+	return 0;
 }
 
 static void sleep_ms(long ms)
@@ -142,17 +150,21 @@ static pid_t start_record(const struct live_opts *o)
 
 static int follow(struct live_opts *o, pid_t child)
 {
-	int status = 0, done = 0;
+	int status = 0, done = 0, finished = 0;
 	long i;
 
 	for (i = 1; !done; i++) {
 		if (child > 0 && waitpid(child, &status, WNOHANG) == child)
 			child = 0, done = 1;
-		if (child < 0 && trace_finished(o->dir))
+		if (child < 0 && (finished = trace_finished(o->dir)))
 			done = 1;
 		if (o->iterations && i >= o->iterations)
 			done = 1;
-		refresh(o, i, done);
+		if (finished < 0)
+			return 1; /* not a trace: nothing to show */
+		/* A finished trace that cannot be read will not get better. */
+		if (refresh(o, i, done) && finished > 0)
+			return 1;
 		if (!done)
 			sleep_ms(o->interval_ms);
 	}

@@ -61,6 +61,13 @@ static char *xstrdup(const char *s)
 	return memcpy(xrealloc(NULL, n), s, n);
 }
 
+/* A key given twice keeps its last value, and does not leak the first. */
+static void replace_str(char **to, const char *v)
+{
+	free(*to);
+	*to = xstrdup(v);
+}
+
 static char *path_join(const char *a, const char *b)
 {
 	char *p;
@@ -70,23 +77,70 @@ static char *path_join(const char *a, const char *b)
 	return p;
 }
 
-/* The whole of a small text file, NUL-terminated; NULL with errno set. */
-static char *slurp(const char *path)
+/*
+ * Opens a file of the trace for reading, if it is a regular file: a FIFO
+ * would block every viewer (O_NONBLOCK lets the open itself return, then
+ * fstat() refuses it), a symbolic link could name /dev/zero or any file of
+ * the machine, and a device never ends.  Returns the descriptor, or -1
+ * with *why saying what is wrong (errno is kept for the caller's ENOENT).
+ */
+int trace_open_file(const char *path, struct stat *st, const char **why)
 {
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, got;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 
-	if (!f)
+	if (fd < 0) {
+		*why = errno == ELOOP ? "a symbolic link: a trace holds regular files only"
+				      : strerror(errno);
+		return -1;
+	}
+	if (fstat(fd, st)) {
+		*why = strerror(errno);
+		close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		*why = S_ISFIFO(st->st_mode)  ? "a FIFO: a trace holds regular files only"
+		       : S_ISDIR(st->st_mode) ? "a directory: a trace holds regular files only"
+					      : "not a regular file: a trace holds regular files only";
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
+char *trace_slurp(const char *path, size_t *len, const char **why)
+{
+	struct stat st;
+	int fd = trace_open_file(path, &st, why);
+	size_t size, got = 0;
+	char *buf;
+
+	if (fd < 0)
 		return NULL;
-	do {
-		if (cap - len < 4096)
-			buf = xrealloc(buf, cap = cap * 2 + 4096);
-		got = fread(buf + len, 1, cap - len - 1, f);
-		len += got;
-	} while (got);
-	fclose(f);
-	buf[len] = 0;
+	/* What fstat() saw: a file still being written (live) is read as far
+	 * as it was, and nothing larger than the file is ever allocated. */
+	size = (size_t)st.st_size;
+	buf = xrealloc(NULL, size + 1);
+	while (got < size) {
+		ssize_t n = read(fd, buf + got, size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			*why = strerror(errno);
+			free(buf);
+			close(fd);
+			return NULL;
+		}
+		if (n == 0)
+			break; /* cut short since fstat(): what is there is all */
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = 0;
+	if (len)
+		*len = got;
 	return buf;
 }
 
@@ -245,12 +299,17 @@ static int set_clock(struct trace *t, const char *path, uint64_t pairs[][2], int
 
 static int read_info(struct trace *t)
 {
-	char *path = path_join(t->dir, "info"), *text = slurp(path), *line, *save = NULL;
+	const char *why = NULL;
+	char *path = path_join(t->dir, "info"), *text = trace_slurp(path, NULL, &why), *line;
+	char *save = NULL;
 	uint64_t pairs[2][2] = { { 0 } };
 	int npairs = 0, format = 0, rc = 0;
 
 	if (!text) {
-		rc = trace_error("%s: not a trace directory: %s: %s", t->dir, path, strerror(errno));
+		if (errno == ENOENT)
+			rc = trace_error("%s: not a trace directory: %s: %s", t->dir, path, why);
+		else
+			rc = trace_error("%s: %s", path, why);
 		goto out;
 	}
 	for (line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
@@ -266,7 +325,7 @@ static int read_info(struct trace *t)
 		else if (!strcmp(line, "clock"))
 			snprintf(t->clock_name, sizeof(t->clock_name), "%s", v);
 		else if (!strcmp(line, "command"))
-			free(t->command), t->command = xstrdup(v);
+			replace_str(&t->command, v);
 		else if (!strcmp(line, "clock_sync"))
 			rc = parse_clock_sync(t, path, v, pairs, &npairs);
 	}
@@ -281,12 +340,13 @@ out:
 	return rc;
 }
 
-static void read_image_file(struct trace_image *im, const char *path)
+static int read_image_file(struct trace_image *im, const char *path)
 {
-	char *text = slurp(path), *line, *save = NULL;
+	const char *why = NULL;
+	char *text = trace_slurp(path, NULL, &why), *line, *save = NULL;
 
-	if (!text)
-		return; /* optional for reading the events: the sites are what matter */
+	if (!text) /* optional for reading the events: the sites are what matter */
+		return errno == ENOENT ? 0 : trace_error("%s: %s", path, why);
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *v = strchr(line, '=');
 
@@ -296,21 +356,22 @@ static void read_image_file(struct trace_image *im, const char *path)
 		if (!strcmp(line, "ppid"))
 			im->ppid = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(line, "exe"))
-			im->exe = xstrdup(v);
+			replace_str(&im->exe, v);
 		else if (!strcmp(line, "argv"))
-			im->argv = xstrdup(v);
+			replace_str(&im->argv, v);
 		else if (!strcmp(line, "forked_from"))
-			im->forked_from = xstrdup(v);
+			replace_str(&im->forked_from, v);
 		else if (!strcmp(line, "exec_from"))
-			im->exec_from = xstrdup(v);
+			replace_str(&im->exec_from, v);
 	}
 	free(text);
+	return 0;
 }
 
 /* --- sites: id TAB kind TAB addr TAB flags TAB name TAB module --- */
 
 static int parse_site_line(struct trace *t, struct trace_image *im, const char *path, unsigned lineno,
-			   char *line)
+			   char *line, size_t file_size)
 {
 	char *col[6], *end;
 	unsigned long id;
@@ -325,6 +386,12 @@ static int parse_site_line(struct trace *t, struct trace_image *im, const char *
 	id = strtoul(col[0], &end, 10);
 	if (*end || end == col[0] || id > FTPAD_EVENT_SITE_MASK)
 		return trace_error("%s:%u: bad site id '%s'", path, lineno, col[0]);
+	/* Ids count from 0, one line each, and a line takes more than a byte:
+	 * an id beyond the file's size is not one the recorder wrote, and the
+	 * table indexed by ids (8 bytes an id) stays within 8 times the file. */
+	if (id >= file_size)
+		return trace_error("%s:%u: site id %lu, more than a %zu-byte sites file can list",
+				   path, lineno, id, file_size);
 	if (!strcmp(col[1], "entry"))
 		kind = TRACE_SITE_ENTRY;
 	else if (!strcmp(col[1], "exit"))
@@ -353,13 +420,16 @@ static int parse_site_line(struct trace *t, struct trace_image *im, const char *
 
 static int read_sites(struct trace *t, struct trace_image *im, const char *dir)
 {
-	char *path = path_join(dir, "sites"), *text = slurp(path), *line, *next;
+	const char *why = NULL;
+	char *path = path_join(dir, "sites"), *line, *next;
+	size_t size = 0;
+	char *text = trace_slurp(path, &size, &why);
 	unsigned lineno = 0;
 	int rc = 0;
 
 	if (!text) {
 		if (!(t->quiet && errno == ENOENT)) /* live: the image is being made */
-			rc = trace_error("%s: %s", path, strerror(errno));
+			rc = trace_error("%s: %s", path, why);
 		goto out;
 	}
 	for (line = text; *line && !rc; line = next) {
@@ -371,7 +441,7 @@ static int read_sites(struct trace *t, struct trace_image *im, const char *dir)
 			break;
 		}
 		*next++ = 0;
-		rc = parse_site_line(t, im, path, lineno, line);
+		rc = parse_site_line(t, im, path, lineno, line, size);
 	}
 out:
 	free(text);
@@ -410,12 +480,13 @@ int trace_check_header(const struct trace *t, const char *path, const void *byte
 
 static int map_thread(struct trace *t, struct trace_thread *th)
 {
-	int fd = open(th->path, O_RDONLY | O_CLOEXEC), header;
+	const char *why = NULL;
 	struct stat st;
+	int fd = trace_open_file(th->path, &st, &why), header;
 	size_t body;
 
-	if (fd < 0 || fstat(fd, &st))
-		return trace_error("%s: %s", th->path, strerror(errno));
+	if (fd < 0)
+		return trace_error("%s: %s", th->path, why);
 	th->map_len = (size_t)st.st_size;
 	th->map = th->map_len ? mmap(NULL, th->map_len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
 	close(fd);
@@ -539,8 +610,9 @@ static int read_images(struct trace *t)
 		struct trace_image *im = &t->images[i];
 		char *dir = path_join(t->dir, im->name), *file = path_join(dir, "image");
 
-		read_image_file(im, file);
-		rc = read_sites(t, im, dir);
+		rc = read_image_file(im, file);
+		if (!rc)
+			rc = read_sites(t, im, dir);
 		if (!rc)
 			rc = read_threads(t, im, dir);
 		free(file);

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "ftpad_trace.h"
 
@@ -111,6 +112,15 @@ uint32_t trace_sym(struct trace *t, const char *name);
  * -1 after saying why (file names `path`). */
 int trace_check_header(const struct trace *t, const char *path, const void *bytes, size_t len,
 		       struct trace_thread *th);
+
+/* Opens PATH, a file of a trace, read-only if it is a regular file and not
+ * a symbolic link (nor a FIFO, which would block, nor a device, which
+ * never ends); fills *st.  Returns the descriptor, or -1 with *why set to
+ * the reason (errno kept: ENOENT for a file that is not there). */
+int trace_open_file(const char *path, struct stat *st, const char **why);
+/* The whole of such a file, NUL-terminated, no more than its size when
+ * opened (in *len if len is not NULL); NULL with *why and errno as above. */
+char *trace_slurp(const char *path, size_t *len, const char **why);
 
 void trace_warn(struct trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

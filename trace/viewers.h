@@ -14,6 +14,16 @@
 int trace_dump_chrome(struct trace *t, const char *out);
 int trace_dump_perfetto(struct trace *t, const char *out);
 int trace_dump_folded(struct trace *t, const char *out);
+/* A distinct call path over every thread: the path of its caller and its
+ * name (a function's symbol, or a signal mark's). */
+struct trace_path {
+	uint32_t parent; /* TRACE_NONE at a thread's root */
+	uint32_t sym;    /* index into trace.syms */
+	int64_t self;    /* ns spent in it, not in its callees */
+};
+/* Walks every thread into call paths, each after its parent's; returns
+ * how many, in *paths (free() it). */
+size_t trace_collect_paths(struct trace *t, struct trace_path **paths);
 /* The folded stacks into o, which it closes; 0, or 1 after saying why. */
 struct out;
 int trace_write_folded(struct trace *t, struct out *o);

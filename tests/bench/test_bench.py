@@ -79,3 +79,12 @@ def test_attach_rows(plugin, libftpad, tmp_path):
         assert re.search(rf"^{row} +\d+\.\d +-?\d+\.\d$", out, re.M), (row, out)
     assert re.search(r"^ftpad attach / ftpad record, added ns per call: \d+\.\d+x$", out, re.M)
     assert "bpftrace: not measured (--no-bpftrace); published: a kernel uprobe" in out, out
+
+
+def test_flame_deep_rows(plugin):
+    # bench/flame_deep.py: both ways of drawing each depth succeed, and
+    # print their row and the growth lines.
+    out = bench("flame_deep.py", "--depths", "200,400", "--rounds", "1")
+    for depth in ["200", "400"]:
+        assert re.search(rf"^ +{depth} +[0-9.]+ +\d+ +[0-9.]+ +\d+ +[0-9.]+$", out, re.M), out
+    assert re.search(r"^200 -> 400 deep: direct CPU x[0-9.]+, folded CPU x[0-9.]+$", out, re.M), out
