@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
@@ -101,7 +102,22 @@ int write_info_head(const char *tmp, char *const *argv, const char *extra)
 	fputc('\n', f);
 	if (extra)
 		fputs(extra, f);
+	/* Room for the lines still to come (clock points, the summary): a
+	 * trace that filled its disk keeps them.  Not every file system can. */
+	if (fflush(f) || fallocate(fileno(f), FALLOC_FL_KEEP_SIZE, 0, 16384)) {
+	}
 	return fclose(f);
+}
+
+/* cause added to the comma-separated list, once. */
+static void add_cause(char *list, size_t size, const char *cause)
+{
+	size_t len = strlen(list), n = strlen(cause);
+
+	for (const char *p = list; (p = strstr(p, cause)); p += n)
+		if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
+			return;
+	snprintf(list + len, size - len, "%s%s", len ? "," : "", cause);
 }
 
 /* An image's totals, added to sum: the last of each key, since an image
@@ -113,13 +129,18 @@ static void add_image_stats(const char *path, const char *name, struct summary *
 	FILE *f = fopen(path, "r");
 	struct summary image = { 0 };
 	bool ended = false;
-	char line[8192];
+	char line[8192], cause[16];
 
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
 		ended |= !strncmp(line, "events=", 7);
+		if (sscanf(line, "lost_write=%*s %*u %15s", cause) == 1) {
+			add_cause(sum->causes, sizeof(sum->causes), cause);
+			continue;
+		}
 		if (sscanf(line, "events=%llu", &image.events) == 1 ||
+		    sscanf(line, "unwritten=%llu", &image.unwritten) == 1 ||
 		    sscanf(line, "dropped=%llu", &image.dropped) == 1 ||
 		    sscanf(line, "bytes=%llu", &image.bytes) == 1 ||
 		    sscanf(line, "sites=%llu", &image.sites) == 1)
@@ -132,6 +153,7 @@ static void add_image_stats(const char *path, const char *name, struct summary *
 			"(killed by SIGKILL?): the events it still held are lost, and not "
 			"counted\n", name);
 	sum->events += image.events, sum->dropped += image.dropped, sum->bytes += image.bytes;
+	sum->unwritten += image.unwritten;
 	if (first)
 		sum->sites = image.sites, sum->enabled = image.enabled;
 }
@@ -169,6 +191,8 @@ void append_summary(const char *tmp, const char *head, const struct summary *sum
 	fputs(sync, f);
 	fprintf(f, "%ssites=%llu\nenabled=%llu\nevents=%llu\ndropped=%llu\nbytes=%llu\n", head,
 		sum->sites, sum->enabled, sum->events, sum->dropped, sum->bytes);
+	if (sum->unwritten)
+		fprintf(f, "unwritten=%llu %s\n", sum->unwritten, sum->causes);
 	fclose(f);
 }
 
@@ -207,6 +231,9 @@ void print_summary(const struct summary *sum, const char *dir)
 	fprintf(stderr, "ftpad: %llu sites, %llu enabled, %llu events, %llu dropped, "
 		"%llu bytes in %s\n", sum->sites, sum->enabled, sum->events, sum->dropped,
 		sum->bytes, dir);
+	if (sum->unwritten)
+		fprintf(stderr, "ftpad: %llu event%s not written (%s): counted as dropped\n",
+			sum->unwritten, sum->unwritten == 1 ? "" : "s", sum->causes);
 }
 
 int usage_error(const char *fmt, ...)

@@ -15,6 +15,10 @@
 /* The summary, summed over every image's key=value stats. */
 struct summary {
 	unsigned long long sites, enabled, events, dropped, bytes;
+	/* of dropped: the events no write could put in the trace, and why
+	 * (errno names, comma-separated) */
+	unsigned long long unwritten;
+	char causes[64];
 };
 
 /* libftpad.so: FTPAD_LIB, else beside the tool (build tree, then as

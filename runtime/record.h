@@ -72,7 +72,6 @@ struct rthread {
 	uint64_t fast_events; /* written by the fast path (trampoline_x86_64.S) */
 	int pending;          /* the fast path holds a slot of cur: keep cur */
 	uint64_t lost_since;  /* the clock at the first of the lost ones */
-	int fd;               /* its events file, opened by the writer */
 	pid_t tid;
 	char comm[16];
 	/* record_event() between its first and last step: the slot it takes
@@ -80,6 +79,21 @@ struct rthread {
 	int open;
 	uint32_t open_index;
 	uint64_t events_at_open;
+	/* The writer's, under write_lock: its events file, <tid>.events or
+	 * <tid>.<k>.events when a thread before it had the tid (file 0: none
+	 * made yet, else k + 1); fd.fd -1 while closed. */
+	struct ftpad_own_fd fd;
+	uint32_t file;
+	/* Events it recorded that no write put in the file, and the first
+	 * error that kept them out (counted as dropped). */
+	uint64_t unwritten;
+	int unwritten_err;
+	/* The thread ended: its file closes once its events are written
+	 * (ending: the writer saw it in ended_threads; last_chunk: its last
+	 * in the chunks the writer has in hand). */
+	struct rthread *ended_next;
+	int ending;
+	struct chunk *last_chunk;
 };
 
 /* ---- record_settings.c ---- */
@@ -118,6 +132,8 @@ extern uint64_t *reserved RECORD_SHARED(reserved);
 extern uint32_t max_depth RECORD_SHARED(max_depth);
 extern uint64_t min_ticks RECORD_SHARED(min_ticks);
 extern pthread_key_t thread_key RECORD_SHARED(thread_key);
+/* atomic list head: threads that ended since the writer last looked */
+extern struct rthread *ended_threads RECORD_SHARED(ended_threads);
 /* The ops whose sites x86_64's fast path records, and the slot below
  * which it writes (record_buffer.c). */
 extern struct ftpad_ops *ftpad_record_fast_ops FTPAD_HIDDEN;
@@ -160,6 +176,9 @@ void clock_sync(void) RECORD_SHARED(clock_sync);
 int make_image(const char *how, const char *from) RECORD_SHARED(make_image);
 void copy_sites(const char *from_image) RECORD_SHARED(copy_sites);
 void close_trace_files(void) RECORD_SHARED(close_trace_files);
+void end_thread(void *arg) RECORD_SHARED(end_thread);
+void append_unwritten(void) RECORD_SHARED(append_unwritten);
+void check_sites_fd(void) RECORD_SHARED(check_sites_fd);
 void map_budget(bool fresh) RECORD_SHARED(map_budget);
 
 /* ---- record_ids.c ---- */

@@ -30,6 +30,7 @@
 int stopping;
 TLS struct rthread *self;
 struct rthread *threads;
+struct rthread *ended_threads;
 int outside_ops;
 
 size_t chunk_events = 4096, nchunks = 256;
@@ -182,6 +183,12 @@ void forget_thread_at_exit(void *arg)
 		t->busy++;
 		hand_over(t);
 		t->busy--;
+		/* After its last chunk: the writer, which takes this list
+		 * before the full chunks, closes the file once they are in. */
+		t->ended_next = __atomic_load_n(&ended_threads, __ATOMIC_RELAXED);
+		while (!__atomic_compare_exchange_n(&ended_threads, &t->ended_next, t, true,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			;
 	}
 	__atomic_sub_fetch(&outside_ops, 1, __ATOMIC_RELEASE);
 }
@@ -194,7 +201,7 @@ struct rthread *thread_start(void)
 		return NULL;
 	if (max_depth && !(t->open_sp = ftpad_alloc(max_depth * sizeof(t->open_sp[0]))))
 		return NULL;
-	t->fd = -1;
+	t->fd.fd = -1;
 	t->tid = gettid();
 	prctl(PR_GET_NAME, t->comm);
 	t->next = __atomic_load_n(&threads, __ATOMIC_RELAXED);
@@ -455,6 +462,7 @@ bool set_pool(void)
 	}
 	free_head = 0;
 	full_head = NULL;
+	ended_threads = NULL;
 	for (size_t i = nchunks; i-- > 0;) {
 		chunk_at(i)->index = i;
 		put_free(chunk_at(i));
@@ -474,7 +482,10 @@ bool reset_threads(void)
 		t->lost = t->events = t->fast_events = t->dropped = 0;
 		t->lost_since = 0;
 		t->depth = 0;
-		t->fd = -1;
+		t->fd.fd = -1;
+		t->file = 0;
+		t->unwritten = 0;
+		t->unwritten_err = 0;
 		if (!max_depth)
 			continue;
 		if (t->open_sp)
@@ -491,6 +502,7 @@ bool reset_threads(void)
 void forget_parent_buffers(void)
 {
 	full_head = NULL;
+	ended_threads = NULL;
 	free_head = 0;
 	for (size_t i = 0; i < nchunks; i++)
 		put_free(chunk_at(i));

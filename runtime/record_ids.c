@@ -84,6 +84,7 @@ static void write_site_lines(const struct ftpad_module *m, uint32_t base)
 	const char *path = m->path ? m->path : "";
 	size_t used = 0, path_len = strlen(path);
 
+	check_sites_fd();
 	for (size_t i = 0; i < m->nsites; i++) {
 		const struct ftpad_site *s = &m->sites[i];
 		const char *kind = kind_word(s), *name = s->name ? s->name : "";

@@ -40,6 +40,7 @@ static void write_stats(const struct ftpad_stats *st)
 		 (unsigned long long)tot.dropped, (unsigned long long)tot.bytes,
 		 (unsigned long long)tot.fast);
 	append_image(text);
+	append_unwritten();
 	clock_sync();
 }
 
@@ -383,7 +384,7 @@ static int setup_once(void)
 
 	if (done)
 		return 0;
-	if (pthread_key_create(&thread_key, forget_thread_at_exit))
+	if (pthread_key_create(&thread_key, end_thread))
 		return -EAGAIN;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	atexit(record_stop);

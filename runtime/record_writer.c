@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -43,9 +44,112 @@ void write_all(int fd, const void *buf, size_t len)
 	}
 }
 
-static void open_events(struct rthread *t)
+/*
+ * The program owns its descriptor numbers and its limits; the recorder's
+ * files live among them:
+ * - a daemon closes every descriptor above 2 and opens files of its own,
+ *   which take the numbers ours had.  So each file is held as libftpad
+ *   holds its own (fd.c: a high number, known by device and inode, checked
+ *   before each write, never closed once it is no longer ours), and
+ *   reopened by name when the program took it;
+ * - a thread's file is closed once the thread has ended and its events
+ *   are written, so that the files open do not grow with the threads that
+ *   ever lived;
+ * - a pid or a tid comes back (a new process, a new thread): each gets a
+ *   file of its own (O_EXCL, and the next name), never the one before it;
+ * - RLIMIT_FSIZE binds every write of the process, ours too: past it the
+ *   kernel sends SIGXFSZ to the writing thread, whose default action ends
+ *   the program.  The writes run with it blocked, get EFBIG instead, and
+ *   the signal they caused is taken back;
+ * - a full disk, a quota, an I/O error: the events a write could not put
+ *   in the file are counted as dropped (unwritten), with the cause, which
+ *   the image's end says (append_unwritten()).
+ */
+static const char *errno_name(int err)
 {
-	char path[PATH_MAX + 96];
+	switch (err) {
+	case ENOSPC: return "ENOSPC";
+	case EFBIG: return "EFBIG";
+	case EIO: return "EIO";
+	case EDQUOT: return "EDQUOT";
+	case EMFILE: return "EMFILE";
+	case ENFILE: return "ENFILE";
+	case EROFS: return "EROFS";
+	case EACCES: return "EACCES";
+	case ENOENT: return "ENOENT";
+	case ESTALE: return "ESTALE";
+	case EEXIST: return "EEXIST";
+	default: return "EIO";
+	}
+}
+
+static sigset_t xfsz_only;
+static bool xfsz_pending_before, xfsz_caused;
+
+/* Under write_lock, around the writes of events. */
+static void hold_xfsz(sigset_t *old)
+{
+	sigset_t pending;
+
+	sigemptyset(&xfsz_only);
+	sigaddset(&xfsz_only, SIGXFSZ);
+	pthread_sigmask(SIG_BLOCK, &xfsz_only, old);
+	xfsz_pending_before = !sigpending(&pending) && sigismember(&pending, SIGXFSZ);
+	xfsz_caused = false;
+}
+
+static void release_xfsz(const sigset_t *old)
+{
+	if (xfsz_caused && !xfsz_pending_before)
+		sigtimedwait(&xfsz_only, NULL, &(struct timespec){ 0, 0 });
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* len bytes of whole events into fd: 0, or the errno of the write that
+ * stopped, the file cut back to its last whole event and *done the bytes
+ * of whole events in it. */
+static int write_events(int fd, const void *buf, size_t len, size_t *done)
+{
+	const char *p = buf;
+	size_t part;
+	int err;
+
+	*done = 0;
+	while (*done < len) {
+		ssize_t n = write(fd, p + *done, len - *done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n > 0) {
+			*done += n;
+			continue;
+		}
+		err = n < 0 ? errno : EIO;
+		xfsz_caused |= err == EFBIG;
+		part = *done % sizeof(struct ftpad_event);
+		if (part) {
+			off_t end = lseek(fd, 0, SEEK_END);
+
+			if (end >= (off_t)part && ftruncate(fd, end - part)) {
+				/* a stray piece at the end: a reader reads to the last whole event */
+			}
+			*done -= part;
+		}
+		return err;
+	}
+	return 0;
+}
+
+static void events_path(char *path, size_t size, const struct rthread *t, uint32_t file)
+{
+	if (file == 1)
+		snprintf(path, size, "%s/%s/%d.events", dir, image, t->tid);
+	else
+		snprintf(path, size, "%s/%s/%d.%u.events", dir, image, t->tid, file - 1);
+}
+
+static int write_header(struct rthread *t)
+{
 	struct ftpad_trace_thread_header h = {
 		.magic = FTPAD_TRACE_MAGIC,
 		.version = FTPAD_TRACE_VERSION,
@@ -59,47 +163,165 @@ static void open_events(struct rthread *t)
 		.pid = getpid(),
 		.tid = t->tid,
 	};
+	size_t done;
+	int err;
 
 	memcpy(h.comm, t->comm, sizeof(h.comm));
-	snprintf(path, sizeof(path), "%s/%s/%d.events", dir, image, t->tid);
-	t->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (t->fd < 0) {
-		ftpad_warn("ftpad: error: cannot create '%s': %s; its events are lost\n", path,
-			   strerror(errno));
-		return;
-	}
-	write_all(t->fd, &h, sizeof(h));
-	bytes_written += sizeof(h);
+	err = write_events(t->fd.fd, &h, sizeof(h), &done);
+	bytes_written += done;
+	return err;
 }
 
-/* Write every full chunk, oldest first, and free it. */
+/* t's events file made, under the first name no thread before it took,
+ * with its header; or, made before, opened again by name (the program
+ * took the descriptor, or the thread's file was closed at its end).  0 or
+ * an errno. */
+static int open_events(struct rthread *t)
+{
+	char path[PATH_MAX + 96];
+	int fd, err;
+
+	if (t->file) {
+		events_path(path, sizeof(path), t, t->file);
+		fd = ftpad_own_fd_open(&t->fd, path, O_WRONLY | O_APPEND, 0, true);
+		t->fd.fd = fd < 0 ? -1 : fd;
+		return fd < 0 ? -fd : 0;
+	}
+	for (uint32_t file = 1; file < 100000; file++) {
+		events_path(path, sizeof(path), t, file);
+		fd = ftpad_own_fd_open(&t->fd, path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL, 0644,
+				       false);
+		if (fd == -EEXIST)
+			continue;
+		if (fd < 0)
+			return -fd;
+		t->fd.fd = fd;
+		t->file = file;
+		err = write_header(t);
+		if (err) { /* no file rather than a headerless one: made again later */
+			close(fd);
+			unlink(path);
+			t->fd.fd = -1;
+			t->file = 0;
+		}
+		return err;
+	}
+	return EEXIST;
+}
+
+static void close_events(struct rthread *t)
+{
+	if (t->fd.fd >= 0 && ftpad_own_fd_valid(&t->fd, t->fd.fd))
+		close(t->fd.fd);
+	t->fd.fd = -1;
+}
+
+/* Events of t (whole ones, buf: len bytes) into its file, or counted as
+ * unwritten with the cause. */
+static void put_events(struct rthread *t, const struct ftpad_event *ev, size_t len)
+{
+	size_t done = 0;
+	int err = 0;
+
+	if (t->fd.fd >= 0 && !ftpad_own_fd_valid(&t->fd, t->fd.fd))
+		t->fd.fd = -1; /* the program's number now: left to it */
+	if (t->fd.fd < 0)
+		err = open_events(t);
+	if (!err)
+		err = write_events(t->fd.fd, ev, len, &done);
+	bytes_written += done;
+	if (!err)
+		return;
+	/* LOST events carry counts already dropped: not events themselves */
+	for (size_t i = done / sizeof(*ev); i < len / sizeof(*ev); i++)
+		t->unwritten += ftpad_event_kind(&ev[i]) != FTPAD_EVENT_LOST;
+	if (!t->unwritten_err)
+		t->unwritten_err = err;
+}
+
+/* Drops of a thread that got no chunk again (budget spent, no free chunk)
+ * have no next event to precede: their LOST event ends its file, at the
+ * time the drops began, so that every drop is in the trace (16 bytes a
+ * thread beyond --size at most). */
+static void write_lost_tail(struct rthread *t)
+{
+	struct ftpad_event e = { t->lost_since, ftpad_event_what(FTPAD_EVENT_LOST, 0),
+				 (uint32_t)t->lost };
+
+	if (!t->lost || t->cur)
+		return;
+	put_events(t, &e, sizeof(e));
+	t->lost = 0;
+}
+
+/* A thread that ended, its events written: the last LOST count, and its
+ * file closed. */
+static void end_file(struct rthread *t)
+{
+	t->ending = 0;
+	write_lost_tail(t);
+	close_events(t);
+}
+
+/* Write every full chunk, oldest first, and free it.  The threads that
+ * ended before the chunks were taken have their last ones among them: each
+ * one's file is closed right after its last chunk, so that a program that
+ * runs many short threads has one such file open at a time. */
 static void drain(void)
 {
 	struct chunk *c, *list = NULL;
+	struct rthread *ended, *t;
+	sigset_t old;
 
 	pthread_mutex_lock(&write_lock);
+	hold_xfsz(&old);
+	ended = __atomic_exchange_n(&ended_threads, NULL, __ATOMIC_ACQUIRE);
+	for (t = ended; t; t = t->ended_next)
+		t->ending = 1;
 	c = __atomic_exchange_n(&full_head, NULL, __ATOMIC_ACQUIRE);
-	while (c) { /* pushed newest first: reverse */
+	while (c) { /* pushed newest first: reverse; the first seen is each thread's last */
 		struct chunk *next = c->next;
 
 		c->next = list, list = c, c = next;
 		__atomic_sub_fetch(&nfull, 1, __ATOMIC_RELAXED);
 	}
+	for (c = list; c; c = c->next)
+		c->owner->last_chunk = c;
 	while ((c = list)) {
 		size_t len = c->n * sizeof(struct ftpad_event);
 
 		list = c->next;
-		if (c->owner->fd < 0)
-			open_events(c->owner);
-		if (c->owner->fd >= 0) {
-			write_all(c->owner->fd, c->ev, len);
-			bytes_written += len;
-		}
+		t = c->owner;
+		put_events(t, c->ev, len);
 		__atomic_sub_fetch(reserved, chunk_events * sizeof(struct ftpad_event) - len,
 				   __ATOMIC_RELAXED);
+		if (t->last_chunk == c) {
+			t->last_chunk = NULL;
+			if (t->ending)
+				end_file(t);
+		}
 		put_free(c);
 	}
+	for (t = ended; t; t = t->ended_next)
+		if (t->ending) /* no chunk left to write */
+			end_file(t);
+	release_xfsz(&old);
 	pthread_mutex_unlock(&write_lock);
+}
+
+/*
+ * A thread's end (thread_key's destructor): its last chunk handed over,
+ * then written here, on the ending thread, with whatever else waits, and
+ * its file closed.  A program that runs a short thread per request would
+ * otherwise keep a chunk per ended thread from the pool until the writer
+ * looks, and drop the events of the threads after, on a busy machine.
+ */
+void end_thread(void *arg)
+{
+	forget_thread_at_exit(arg);
+	if (__atomic_load_n(&writer_running, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&stopping, __ATOMIC_SEQ_CST))
+		drain();
 }
 
 /* Until the next look: the pause, or a wake_writer() (or a stop's). */
@@ -138,27 +360,16 @@ void start_writer(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Drops of a thread that got no chunk again (budget spent, no free chunk)
- * have no next event to precede: their LOST event ends its file, at the
- * time the drops began, so that every drop is in the trace (16 bytes a
- * thread beyond --size at most). */
+/* The LOST counts that end threads' files (write_lost_tail()). */
 static void write_last_lost(void)
 {
-	pthread_mutex_lock(&write_lock);
-	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
-		struct ftpad_event e = { t->lost_since, ftpad_event_what(FTPAD_EVENT_LOST, 0),
-					 (uint32_t)t->lost };
+	sigset_t old;
 
-		if (!t->lost || t->cur)
-			continue;
-		if (t->fd < 0)
-			open_events(t);
-		if (t->fd >= 0) {
-			write_all(t->fd, &e, sizeof(e));
-			bytes_written += sizeof(e);
-		}
-		t->lost = 0;
-	}
+	pthread_mutex_lock(&write_lock);
+	hold_xfsz(&old);
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
+		write_lost_tail(t);
+	release_xfsz(&old);
 	pthread_mutex_unlock(&write_lock);
 }
 
@@ -174,11 +385,14 @@ void flush_all(void)
 void count_totals(struct ftpad_record_totals *tot)
 {
 	tot->events = tot->dropped = tot->fast = 0;
+	pthread_mutex_lock(&write_lock);
+	/* events: those in the files; an event no write could put there is
+	 * dropped */
 	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
-		tot->events += t->events + t->fast_events, tot->dropped += t->dropped;
+		tot->events += t->events + t->fast_events - t->unwritten;
+		tot->dropped += t->dropped + t->unwritten;
 		tot->fast += t->fast_events;
 	}
-	pthread_mutex_lock(&write_lock);
 	tot->bytes = bytes_written;
 	pthread_mutex_unlock(&write_lock);
 }
@@ -245,28 +459,84 @@ static void read_cmdline(char *out, size_t size)
 	out[n] = 0;
 }
 
+/* The image's directory, made by this process: named image, or, when a
+ * process before it with the same pid took that name, <pid>.<n> with the
+ * next n free (the image file's keys, not the name, say what it
+ * continues). */
+static int make_image_dir(void)
+{
+	char path[PATH_MAX + 96];
+	int pid, n;
+
+	if (sscanf(image, "%d.%d", &pid, &n) != 2)
+		return -1;
+	for (int tries = 0; tries < 100000; tries++, n++) {
+		snprintf(image, sizeof(image), "%d.%d", pid, n);
+		snprintf(path, sizeof(path), "%s/%s", dir, image);
+		if (!mkdir(path, 0755))
+			return 0;
+		if (errno != EEXIST)
+			break;
+	}
+	ftpad_warn("ftpad: error: cannot create '%s': %s; not recording\n", path,
+		   strerror(errno));
+	return -1;
+}
+
+/* Room kept in the image file for its end (totals, unwritten events), so
+ * that a full disk does not take the count of what it took. */
+static void reserve_image_end(void)
+{
+	char path[PATH_MAX + 96];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s/image", dir, image);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 16384)) {
+		/* not every file system can: the end may then find no room */
+	}
+	close(fd);
+}
+
+/* sites_fd, still ours, or opened again by name (the program closed it):
+ * before each write of the sites file. */
+static struct ftpad_own_fd sites_own = { .fd = -1 };
+
+void check_sites_fd(void)
+{
+	char path[PATH_MAX + 96];
+
+	if (sites_fd >= 0 && ftpad_own_fd_valid(&sites_own, sites_fd))
+		return;
+	snprintf(path, sizeof(path), "%s/%s/sites", dir, image);
+	sites_fd = ftpad_own_fd_open(&sites_own, path, O_WRONLY | O_APPEND, 0, sites_fd >= 0);
+	if (sites_fd < 0)
+		sites_fd = -1;
+}
+
 /* <pid>.<n>/ with its image file; sites copied from parent_sites if set. */
 int make_image(const char *how, const char *from)
 {
 	char path[PATH_MAX + 96], text[PATH_MAX * 2 + 256], exe[PATH_MAX] = "", argv[2048];
 	ssize_t n;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, image);
-	if (mkdir(path, 0755) && errno != EEXIST) {
-		ftpad_warn("ftpad: error: cannot create '%s': %s; not recording\n", path,
-			   strerror(errno));
+	if (make_image_dir())
 		return -1;
-	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
 	read_cmdline(argv, sizeof(argv));
 	snprintf(text, sizeof(text), "pid=%d\nppid=%d\nexe=%s\nargv=%s\n%s%s%s", getpid(),
 		 getppid(), exe, argv, how ? how : "", how ? from : "", how ? "\n" : "");
 	append_image(text);
+	reserve_image_end();
 	snprintf(path, sizeof(path), "%s/%s/sites", dir, image);
-	if (sites_fd >= 0)
+	if (sites_fd >= 0 && ftpad_own_fd_valid(&sites_own, sites_fd))
 		close(sites_fd);
-	sites_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	sites_fd = ftpad_own_fd_open(&sites_own, path, O_WRONLY | O_CREAT | O_APPEND, 0644, false);
+	if (sites_fd < 0)
+		errno = -sites_fd, sites_fd = -1;
 	/* An exec continues `ftpad record`'s trace; an attach session's ends
 	 * there (nor would setenv() on its thread be safe for the program). */
 	if (!request)
@@ -284,6 +554,7 @@ void copy_sites(const char *from_image)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
+	check_sites_fd();
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
 		write_all(sites_fd, buf, n);
 	close(fd);
@@ -319,8 +590,33 @@ void map_budget(bool fresh)
 void close_trace_files(void)
 {
 	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
-		if (t->fd >= 0)
-			close(t->fd), t->fd = -1;
-	if (sites_fd >= 0)
-		close(sites_fd), sites_fd = -1;
+		close_events(t);
+	if (sites_fd >= 0 && ftpad_own_fd_valid(&sites_own, sites_fd))
+		close(sites_fd);
+	sites_fd = -1;
+}
+
+/* The image's end, after its totals: per events file, the events no write
+ * could put in it, with the first cause (lost_write=FILE COUNT CAUSE),
+ * then their sum (unwritten=), which dropped= includes. */
+void append_unwritten(void)
+{
+	char line[128], path[PATH_MAX + 96];
+	uint64_t sum = 0;
+
+	pthread_mutex_lock(&write_lock);
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+		if (!t->unwritten)
+			continue;
+		events_path(path, sizeof(path), t, t->file ? t->file : 1);
+		snprintf(line, sizeof(line), "lost_write=%s %llu %s\n", strrchr(path, '/') + 1,
+			 (unsigned long long)t->unwritten, errno_name(t->unwritten_err));
+		append_image(line);
+		sum += t->unwritten;
+	}
+	pthread_mutex_unlock(&write_lock);
+	if (sum) {
+		snprintf(line, sizeof(line), "unwritten=%llu\n", (unsigned long long)sum);
+		append_image(line);
+	}
 }

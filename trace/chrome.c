@@ -72,6 +72,11 @@ static void chrome_lost(struct tree_walk *w, uint32_t count, int64_t time)
 	event_head(c, w->trace, "LOST", "lost", 'i', time);
 	out_str(c->o, ",\"s\":\"t\",\"args\":{\"events\":");
 	out_u64(c->o, count);
+	if (w->lost_cause) { /* an errno name: nothing to escape */
+		out_str(c->o, ",\"not_written\":\"");
+		out_str(c->o, w->lost_cause);
+		out_char(c->o, '"');
+	}
 	out_char(c->o, '}');
 	out_str(c->o, c->pid_tid);
 }

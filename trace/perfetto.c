@@ -164,9 +164,13 @@ static void perfetto_entry_only(struct tree_walk *w, uint32_t func, int64_t time
 
 static void perfetto_lost(struct tree_walk *w, uint32_t count, int64_t time)
 {
-	char name[48];
+	char name[64];
 
-	snprintf(name, sizeof(name), "LOST %u events", count);
+	if (w->lost_cause)
+		snprintf(name, sizeof(name), "LOST %u events: not written (%s)", count,
+			 w->lost_cause);
+	else
+		snprintf(name, sizeof(name), "LOST %u events", count);
 	emit_event(w->ctx, time, TYPE_INSTANT, name, "lost");
 }
 

@@ -340,6 +340,44 @@ out:
 	return rc;
 }
 
+/* lost_write=FILE COUNT CAUSE: the last line of a file counts (an image
+ * whose exec failed wrote its end twice). */
+static void add_lost_write(struct trace_image *im, const char *v)
+{
+	struct trace_lost_write lw = { 0 };
+	char file[256];
+	size_t i;
+
+	if (sscanf(v, "%255s %" SCNu64 " %15s", file, &lw.count, lw.cause) != 3)
+		return;
+	for (i = 0; i < im->nlost_writes && strcmp(im->lost_writes[i].file, file); i++)
+		;
+	if (i == im->nlost_writes) {
+		im->lost_writes = xrealloc(im->lost_writes, (i + 1) * sizeof(lw));
+		im->nlost_writes++;
+		lw.file = xstrdup(file);
+	} else {
+		lw.file = im->lost_writes[i].file;
+	}
+	im->lost_writes[i] = lw;
+}
+
+/* Each thread's unwritten events, from the image's lost_write= lines. */
+static void match_lost_writes(struct trace_image *im)
+{
+	for (size_t i = 0; i < im->nlost_writes; i++)
+		for (size_t j = 0; j < im->nthreads; j++) {
+			struct trace_thread *th = &im->threads[j];
+			const char *base = strrchr(th->path, '/');
+
+			if (strcmp(base ? base + 1 : th->path, im->lost_writes[i].file))
+				continue;
+			th->unwritten = im->lost_writes[i].count;
+			memcpy(th->unwritten_cause, im->lost_writes[i].cause,
+			       sizeof(th->unwritten_cause));
+		}
+}
+
 static int read_image_file(struct trace_image *im, const char *path)
 {
 	const char *why = NULL;
@@ -363,6 +401,8 @@ static int read_image_file(struct trace_image *im, const char *path)
 			replace_str(&im->forked_from, v);
 		else if (!strcmp(line, "exec_from"))
 			replace_str(&im->exec_from, v);
+		else if (!strcmp(line, "lost_write"))
+			add_lost_write(im, v);
 	}
 	free(text);
 	return 0;
@@ -615,6 +655,8 @@ static int read_images(struct trace *t)
 			rc = read_sites(t, im, dir);
 		if (!rc)
 			rc = read_threads(t, im, dir);
+		if (!rc)
+			match_lost_writes(im);
 		free(file);
 		free(dir);
 	}
@@ -679,6 +721,9 @@ void trace_close(struct trace *t)
 		free(im->argv);
 		free(im->forked_from);
 		free(im->exec_from);
+		for (size_t k = 0; k < im->nlost_writes; k++)
+			free(im->lost_writes[k].file);
+		free(im->lost_writes);
 	}
 	for (i = 0; i < t->nsyms; i++)
 		free(t->syms[i]);

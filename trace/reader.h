@@ -45,6 +45,16 @@ struct trace_thread {
 	size_t nevents;
 	void *map;
 	size_t map_len;
+	/* events the recorder could not write into this file (the image's
+	 * lost_write=), and the errno name that said why */
+	uint64_t unwritten;
+	char unwritten_cause[16];
+};
+
+struct trace_lost_write {
+	char *file;
+	uint64_t count;
+	char cause[16];
 };
 
 struct trace_image {
@@ -55,6 +65,8 @@ struct trace_image {
 	uint32_t nsites;
 	struct trace_thread *threads; /* sorted by tid */
 	size_t nthreads;
+	struct trace_lost_write *lost_writes; /* the image's lost_write= lines */
+	size_t nlost_writes;
 };
 
 /* ns = ns0 + (ticks - t0) * mult >> 32: the line through the first and the

@@ -240,7 +240,14 @@ static void replay_lost(struct tree_walk *w, uint32_t count, int64_t time)
 	line_start(r, 0, 0, top_vdepth(w, w->depth));
 	out_str(r->o, "/* LOST ");
 	out_u64(r->o, count);
-	out_str(r->o, count == 1 ? " event: buffer full */\n" : " events: buffer full */\n");
+	out_str(r->o, count == 1 ? " event: " : " events: ");
+	if (w->lost_cause) {
+		out_str(r->o, "not written (");
+		out_str(r->o, w->lost_cause);
+		out_str(r->o, ") */\n");
+	} else {
+		out_str(r->o, "buffer full */\n");
+	}
 }
 
 static const struct tree_ops replay_ops = {

@@ -32,6 +32,9 @@ void tree_stats_add(struct tree_stats *to, const struct tree_stats *s)
 	to->unknown_kinds += s->unknown_kinds;
 	to->unknown_sites += s->unknown_sites;
 	to->unwound += s->unwound;
+	if (s->unwritten && !to->unwritten)
+		memcpy(to->unwritten_cause, s->unwritten_cause, sizeof(to->unwritten_cause));
+	to->unwritten += s->unwritten;
 }
 
 void tree_walk_thread(struct tree_walk *w, const struct trace_image *im,
@@ -55,6 +58,9 @@ void tree_stats_say(const struct tree_stats *s, char *buf, size_t len)
 
 	if (s->lost && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " LOST (buffer full)", s->lost);
+	if (s->unwritten && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " LOST: not written (%s)", s->unwritten,
+			      s->unwritten_cause);
 	if (s->unwound && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " frames unwound", s->unwound);
 	if (s->stray_exits && n >= 0 && (size_t)n < len)

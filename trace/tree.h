@@ -27,6 +27,8 @@ struct tree_frame {
 
 struct tree_stats {
 	uint64_t events, lost, stray_exits, stray_sigreturns, unknown_kinds, unknown_sites, unwound;
+	uint64_t unwritten;         /* events the recorder could not write */
+	char unwritten_cause[16];   /* the first cause: an errno name */
 };
 
 struct tree_walk;
@@ -37,6 +39,9 @@ struct tree_ops {
 	void (*open)(struct tree_walk *w, struct tree_frame *f);
 	void (*close)(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how);
 	void (*entry_only)(struct tree_walk *w, uint32_t func, int64_t time);
+	/* count events lost here: w->lost_cause NULL, the buffer was full;
+	 * else they were recorded but not written, for that cause (an errno
+	 * name: ENOSPC, EFBIG...), and count is the thread's, at its end. */
 	void (*lost)(struct tree_walk *w, uint32_t count, int64_t time);
 };
 
@@ -49,6 +54,7 @@ struct tree_walk {
 	struct tree_frame *stack;
 	size_t depth, cap;
 	int64_t last; /* the time of the last event: where frames left unseen are closed */
+	const char *lost_cause; /* during ops->lost: NULL, or why events were not written */
 	struct tree_stats st;    /* this thread's */
 	struct tree_stats total; /* every thread walked so far */
 };

@@ -187,6 +187,15 @@ static inline TREE_INLINE void tree_walk_thread_with(
 		walk_event(w, ops, sites, nsites, e, trace_ticks_to_ns(&clock, e->time));
 	while (w->depth) /* still open at the end: exit(), pthread_exit(), killed */
 		walk_pop(w, ops, w->last, TREE_UNWOUND);
+	if (th->unwritten) { /* where in the file they belonged is not known: at its end */
+		w->st.unwritten = th->unwritten;
+		memcpy(w->st.unwritten_cause, th->unwritten_cause, sizeof(w->st.unwritten_cause));
+		w->lost_cause = th->unwritten_cause;
+		if (ops->lost)
+			ops->lost(w, th->unwritten > UINT32_MAX ? UINT32_MAX : (uint32_t)th->unwritten,
+				  w->last);
+		w->lost_cause = NULL;
+	}
 	if (w->st.unknown_kinds || w->st.unknown_sites)
 		trace_warn(w->trace, "%s: %" PRIu64 " events of unknown kinds and %" PRIu64
 			   " of unknown site ids skipped", th->path, w->st.unknown_kinds,

@@ -52,15 +52,18 @@ class Image:
             sid, kind, entry, flags, name, module = line.split("\t")
             self.sites[int(sid)] = (kind, int(entry, 16), flags, name, module)
         assert len(self.sites) == len(lines), "site ids are never reused"
-        self.threads = {}
+        self.threads = {}  # by tid: the events of every file of that tid
+        self.files = {}    # by name: <tid>.events, <tid>.<k>.events for a reused tid
         for f in sorted(path.glob("*.events")):
             data = f.read_bytes()
             magic, version, hsize, esize, harch, pid, tid, comm = HEADER.unpack_from(data)
             assert (magic, version, hsize, esize, harch) == (b"FTPADTRC", 1, 64, 16, arch)
-            assert f.name == f"{tid}.events" and str(pid) == self.kv["pid"][0]
+            assert re.fullmatch(rf"{tid}(\.\d+)?\.events", f.name), f.name
+            assert str(pid) == self.kv["pid"][0]
             assert (len(data) - 64) % 16 == 0
-            self.threads[tid] = [(t, KINDS[w >> 28], w & 0xfffffff, sp)
-                                 for t, w, sp in EVENT.iter_unpack(data[64:])]
+            self.files[f.name] = [(t, KINDS[w >> 28], w & 0xfffffff, sp)
+                                  for t, w, sp in EVENT.iter_unpack(data[64:])]
+            self.threads.setdefault(tid, []).extend(self.files[f.name])
 
     def calls(self, tid=None):
         """Entries per function name, of one thread or all."""
