@@ -5,6 +5,7 @@
  * libftpad already there and slack bytes for the stub.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -71,12 +72,86 @@ static void let_a_dying_process_show(pid_t pid)
 		nanosleep(&step, NULL);
 }
 
+/* What /proc/PID/task/TID/status says of a thread's tracer and seccomp. */
+struct thread_status {
+	unsigned long tracer, seccomp;
+};
+
+static int read_thread_status(pid_t pid, pid_t tid, struct thread_status *st)
+{
+	char path[96], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	memset(st, 0, sizeof(*st));
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "TracerPid: %lu", &st->tracer) != 1)
+			sscanf(line, "Seccomp: %lu", &st->seccomp);
+	fclose(f);
+	return 0;
+}
+
+/* "process M (comm)": the tracer, named as ps would. */
+static void describe_process(unsigned long pid, char *out, size_t size)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%lu/comm", pid);
+	f = fopen(path, "r");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+	}
+	snprintf(out, size, *comm ? "process %lu (%s)" : "process %lu", pid, comm);
+}
+
+int attach_check_threads(pid_t pid, bool seccomp)
+{
+	char path[64], who[96];
+	struct dirent *d;
+	DIR *dir;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return attach_gone(pid);
+	while (!err && (d = readdir(dir))) {
+		pid_t tid = atoi(d->d_name);
+		struct thread_status st;
+
+		if (tid <= 0 || read_thread_status(pid, tid, &st))
+			continue; /* a thread that ended meanwhile */
+		if (st.tracer && st.tracer != (unsigned long)getpid()) {
+			describe_process(st.tracer, who, sizeof(who));
+			err = tid == pid ? attach_fail(pid, "it is already traced by %s", who)
+					 : attach_fail(pid, "its thread %d is already traced by %s",
+						       tid, who);
+		} else if (seccomp && st.seccomp) {
+			err = attach_fail(pid, "it runs under seccomp (Seccomp: %lu in "
+					  "/proc/%d/task/%d/status); libftpad's mmap, socket and "
+					  "clone calls could get it killed", st.seccomp, pid, tid);
+		}
+	}
+	closedir(dir);
+	return err;
+}
+
 int attach_permission_error(pid_t pid, uid_t uid)
 {
 	char scope[32] = "";
 	FILE *f;
 
 	let_a_dying_process_show(pid);
+	/* ptrace's EPERM for a thread another tracer holds (one that came
+	 * after the checks, or that traces a thread only). */
+	if (attach_check_threads(pid, false))
+		return 1;
 	f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
 
 	if (f) {
@@ -121,11 +196,11 @@ bool attach_alive(pid_t pid)
 
 /* ---- the checks made before anything is touched ---- */
 
-/* /proc/PID/status: zombie, traced, seccomp, its uid and gid. */
+/* /proc/PID/status: zombie, its uid and gid; then every thread: traced,
+ * seccomp. */
 static int check_status(struct target *t)
 {
 	char path[64], line[256], state = 0;
-	unsigned long tracer = 0, seccomp = 0;
 	unsigned ruid, euid, rgid, egid;
 	FILE *f;
 
@@ -134,8 +209,7 @@ static int check_status(struct target *t)
 	if (!f)
 		return refuse(t->pid, "no such process");
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "State: %c", &state) == 1 || sscanf(line, "TracerPid: %lu", &tracer) == 1 ||
-		    sscanf(line, "Seccomp: %lu", &seccomp) == 1)
+		if (sscanf(line, "State: %c", &state) == 1)
 			continue;
 		if (sscanf(line, "Uid: %u %u", &ruid, &euid) == 2)
 			t->uid = euid;
@@ -145,13 +219,7 @@ static int check_status(struct target *t)
 	fclose(f);
 	if (state == 'Z' || state == 'X')
 		return refuse(t->pid, "it is a zombie (it has exited)");
-	if (tracer)
-		return attach_fail(t->pid, "it is already traced by process %lu", tracer);
-	if (seccomp)
-		return attach_fail(t->pid, "it runs under seccomp (Seccomp: %lu in /proc/%d/status); "
-			    "libftpad's mmap, socket and clone calls could get it killed", seccomp,
-			    t->pid);
-	return 0;
+	return attach_check_threads(t->pid, true);
 }
 
 static int check_machine(struct target *t)
