@@ -4,13 +4,17 @@
 whom"):
 - a seccomp filter on a thread other than the main one is refused, and
   the process lives on;
+- a FIFO where a mapped file was (its "X (deleted)" path) is never opened:
+  attach does not hang and answers Ctrl-C;
 - a tracer that holds one thread only is named, not taken for a lack of
   permission.
 The library loaded is the stand-in of test_attach.py (tests/src/attach/
 fake_libftpad.c).  x86_64, natively, as root."""
 import os
 import re
+import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -22,6 +26,8 @@ from attachtest import ReadyProcess, require_attach
 from ftpadtest import FTPAD_BIN, PLUGIN, ROOT, run
 
 SRC = ROOT / "tests" / "src" / "attach"
+NOBODY = 65534
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +44,21 @@ def progs():
     run([*padded, SRC / "seccomp_thread.c", "-o", d / "seccomp_thread"])
     run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", SRC / "fake_libftpad.c", "-o",
          d / "fake.so"])
+    (d / "empty.c").write_text("int ftpad_hostile_empty;\n")
+    run(["gcc", "-shared", "-fPIC", d / "empty.c", "-o", d / "libempty.so"])
+    out = d / "out"  # root's, where the trace directories are made
+    out.mkdir(mode=0o755)
     yield {"victim": d / "victim", "seccomp_thread": d / "seccomp_thread",
-           "fake": d / "fake.so"}
+           "fake": d / "fake.so", "empty": d / "libempty.so",
+           "out": out}
     shutil.rmtree(d)
+
+
+@pytest.fixture
+def out(progs, request):
+    o = progs["out"] / request.node.name
+    o.mkdir(mode=0o755)
+    return o
 
 
 def test_refuses_a_thread_under_seccomp(progs, tmp_path):
@@ -62,6 +80,64 @@ def test_refuses_a_thread_under_seccomp(progs, tmp_path):
         assert not list(tmp_path.iterdir())
         v.finish()
     finally:
+        v.kill()
+
+
+def read_until(p, pattern, timeout):
+    """p's output read until a line matches pattern, p ends or timeout
+    passes: the output so far, and whether it matched."""
+    text, deadline = "", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([p.stdout], [], [], deadline - time.monotonic())
+        if not ready:
+            break
+        line = p.stdout.readline()
+        if not line:
+            break
+        text += line
+        if re.search(pattern, line):
+            return text, True
+    return text, False
+
+
+@pytest.mark.parametrize("who", ["root", "owner"])
+@pytest.mark.parametrize("where", ["program", "library"])
+def test_a_fifo_at_a_mapped_path_does_not_hang(progs, out, where, who):
+    """The program's file, or a library's, deleted and a FIFO put at the
+    path /proc/PID/maps now gives ("X (deleted)"): attach reads the file
+    as mapped (root: /proc/PID/map_files; the process's own user: the
+    program through /proc/PID/exe, the library not at all), gets in, and
+    Ctrl-C ends it."""
+    user = AS_NOBODY if who == "owner" else []
+    exe, lib = out / "victim", out / "libempty.so"
+    shutil.copy2(progs["victim"], exe)
+    shutil.copy2(progs["empty"], lib)
+    if who == "owner":
+        os.chown(out, NOBODY, NOBODY)  # where its trace goes
+    v = ReadyProcess([*user, exe], env={**os.environ, "LD_PRELOAD": str(lib)})
+    a = None
+    try:
+        mapped = exe if where == "program" else lib
+        mapped.unlink()
+        os.mkfifo(f"{mapped} (deleted)")
+        assert f"{mapped} (deleted)" in open(f"/proc/{v.pid}/maps").read()
+        a = subprocess.Popen([*user, FTPAD_BIN, "attach", str(v.pid), "--library",
+                              progs["fake"], "-o", out / "t"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        text, started = read_until(a, r"attached to process|error", 30)
+        a.send_signal(signal.SIGINT)
+        try:
+            rest, _ = a.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"attach hangs, Ctrl-C or not (started: {started}):\n{text}")
+        text += rest
+        assert started and a.returncode == 0, text
+        assert "11 events" in text, text
+        v.finish()
+    finally:
+        if a and a.poll() is None:
+            a.kill()
+            a.communicate()
         v.kill()
 
 

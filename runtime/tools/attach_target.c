@@ -317,9 +317,43 @@ static bool in_file(const struct elf *e, uint64_t off, uint64_t len)
 	return off <= e->size && len <= e->size - off;
 }
 
-static int elf_open(const char *path, struct elf *e)
+/* A module's file as the process maps it, never what took its place at
+ * its path: a FIFO there ("X (deleted)", or put where X was) would block
+ * the open for ever, and with it the tool, Ctrl-C blocked.  The mapping
+ * itself through /proc/PID/map_files (CAP_SYS_ADMIN), the program's
+ * through /proc/PID/exe; else the path, opened without waiting nor
+ * following a link, if it is a regular file.  A descriptor, or -1. */
+static int open_module(const struct target *t, const char *path, bool is_exe)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char proc[96];
+	struct stat st;
+	int fd = -1;
+
+	for (size_t i = 0; i < t->nmaps; i++) {
+		if (!strcmp(t->maps[i].path, path)) {
+			snprintf(proc, sizeof(proc), "/proc/%d/map_files/%llx-%llx", t->pid,
+				 (unsigned long long)t->maps[i].start,
+				 (unsigned long long)t->maps[i].end);
+			fd = open(proc, O_RDONLY | O_CLOEXEC);
+			break;
+		}
+	}
+	if (fd < 0 && is_exe) {
+		snprintf(proc, sizeof(proc), "/proc/%d/exe", t->pid);
+		fd = open(proc, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* fd's ELF file mapped (fd closed): 0, or -1. */
+static int elf_open(int fd, struct elf *e)
+{
 	struct stat st;
 
 	memset(e, 0, sizeof(*e));
@@ -479,7 +513,7 @@ static void look_at_module(struct target *t, const char *path, bool is_exe)
 	struct elf e;
 	uint64_t bias, v;
 
-	if (elf_open(path, &e))
+	if (elf_open(open_module(t, path, is_exe), &e))
 		return;
 	if (!load_bias(t, path, &e, &bias)) {
 		elf_close(&e);
