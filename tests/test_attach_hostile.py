@@ -2,6 +2,10 @@
 """`ftpad attach` facing a process, or a user, that works against it
 (runtime/tools/attach*.c, tracedir.c; docs/tracing.md, "Who may attach to
 whom"):
+- root attaching to another user's process hands the trace directory to
+  that user, who may then put links, FIFOs and hard links in it: root
+  follows none of them, neither when it hands the directory over nor when
+  it sums up and appends the summary;
 - a seccomp filter on a thread other than the main one is refused, and
   the process lives on;
 - a FIFO where a mapped file was (its "X (deleted)" path) is never opened:
@@ -15,6 +19,7 @@ import re
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -22,12 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from attachtest import ReadyProcess, require_attach
+from attachtest import Attach, ReadyProcess, require_attach
 from ftpadtest import FTPAD_BIN, PLUGIN, ROOT, run
 
 SRC = ROOT / "tests" / "src" / "attach"
 NOBODY = 65534
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+SECRET = "root's own file\n"
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +50,56 @@ def progs():
     run([*padded, SRC / "seccomp_thread.c", "-o", d / "seccomp_thread"])
     run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", SRC / "fake_libftpad.c", "-o",
          d / "fake.so"])
+    run(["gcc", "-O2", "-shared", "-fPIC", SRC / "swap_at_chown.c", "-o", d / "swap.so",
+         "-ldl"])
     (d / "empty.c").write_text("int ftpad_hostile_empty;\n")
     run(["gcc", "-shared", "-fPIC", d / "empty.c", "-o", d / "libempty.so"])
     out = d / "out"  # root's, where the trace directories are made
     out.mkdir(mode=0o755)
     yield {"victim": d / "victim", "seccomp_thread": d / "seccomp_thread",
-           "fake": d / "fake.so", "empty": d / "libempty.so",
+           "fake": d / "fake.so", "swap": d / "swap.so", "empty": d / "libempty.so",
            "out": out}
     shutil.rmtree(d)
+
+
+@pytest.fixture
+def secret(tmp_path):
+    """A file of root's, mode 0600, that nobody else may read or change."""
+    f = tmp_path / "secret"
+    f.write_text(SECRET)
+    f.chmod(0o600)
+    return f
+
+
+def assert_untouched(secret, text=SECRET):
+    st = secret.lstat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o600), \
+        f"{secret}: handed over: uid {st.st_uid}, gid {st.st_gid}, mode {st.st_mode:o}"
+    assert secret.read_text() == text, f"{secret} was written:\n{secret.read_text()}"
+
+
+def trace_tmp(out):
+    """The one DIR.tmp-N of an attach running into out/t."""
+    tmps = list(out.glob("t.tmp-*"))
+    assert len(tmps) == 1, tmps
+    return tmps[0]
+
+
+def stop(a):
+    """An attach still running killed (its test failed)."""
+    if a and a.p.poll() is None:
+        a.kill()
+
+
+def as_nobody(script):
+    run([*AS_NOBODY, "sh", "-ec", script])
+
+
+@pytest.fixture
+def nobody_victim(progs):
+    v = ReadyProcess([*AS_NOBODY, progs["victim"]])
+    yield v
+    v.kill()
 
 
 @pytest.fixture
@@ -59,6 +107,77 @@ def out(progs, request):
     o = progs["out"] / request.node.name
     o.mkdir(mode=0o755)
     return o
+
+
+def test_summary_goes_through_no_link_the_user_put(progs, nobody_victim, out, secret):
+    """While attached, the process's user replaces info by a symlink to a
+    file of root's: root's summary must not go there."""
+    a = Attach(nobody_victim.pid, out / "t", "--library", progs["fake"])
+    try:
+        a.wait_started()
+        tmp = trace_tmp(out)
+        assert tmp.stat().st_uid == NOBODY, "the directory was not handed over"
+        as_nobody(f'rm "{tmp}/info"; ln -s "{secret}" "{tmp}/info"')
+        output = a.finish(timeout=60)
+    finally:
+        stop(a)
+    assert_untouched(secret)
+    assert "info is not the file ftpad attach made" in output, output
+    nobody_victim.finish()
+
+
+def test_handover_follows_no_link(progs, nobody_victim, out, secret):
+    """The user wins the race: the instant the directory is theirs (any
+    chown of it, swap_at_chown.c), info is a symlink to a file of root's.
+    Nothing root does afterwards may change that file, nor its owner."""
+    env = {**os.environ, "LD_PRELOAD": str(progs["swap"]), "SWAP_TARGET": str(secret)}
+    r = run([FTPAD_BIN, "attach", nobody_victim.pid, "--library", progs["fake"], "-o",
+             out / "t", "--duration", "0.3"], env=env, check=False, timeout=120)
+    assert "swap_at_chown: " in r.stderr, f"info was never swapped:\n{r.stderr}"
+    assert_untouched(secret)
+    nobody_victim.finish()
+
+
+def test_summary_reads_only_the_users_regular_files(progs, nobody_victim, out, tmp_path):
+    """Images the user put in place: a symlink to a file of root's, a hard
+    link to one (as where fs.protected_hardlinks is 0) and a FIFO.  None is
+    read: root's numbers are not summed, and the FIFO does not block."""
+    numbers = tmp_path / "numbers"
+    numbers.write_text("events=424242\nbytes=424242\n")
+    numbers.chmod(0o600)
+    a = Attach(nobody_victim.pid, out / "t", "--library", progs["fake"])
+    try:
+        a.wait_started()
+        tmp = trace_tmp(out)
+        pid = nobody_victim.pid
+        as_nobody(f'mkdir "{tmp}/{pid}.5" "{tmp}/{pid}.6" "{tmp}/{pid}.7"; '
+                  f'ln -s "{numbers}" "{tmp}/{pid}.5/image"; mkfifo "{tmp}/{pid}.6/image"')
+        os.link(numbers, tmp / f"{pid}.7" / "image")
+        output = a.finish(timeout=30)
+    finally:
+        stop(a)
+    assert "424242" not in output, output
+    assert "ftpad: 7 sites, 3 enabled, 11 events, 0 dropped, 176 bytes" in output, output
+    nobody_victim.finish()
+
+
+def test_force_replaces_a_trace_without_following_its_links(progs, nobody_victim, out,
+                                                            tmp_path):
+    """--force over a trace directory that holds a symlink to a directory
+    of root's: the old trace goes, what the link leads to stays."""
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "file").write_text("kept\n")
+    old = out / "t"
+    (old / "1.0" / "deep").mkdir(parents=True)
+    (old / "1.0" / "image").write_text("events=1\n")
+    (old / "link").symlink_to(keep)
+    (old / "1.0" / "deep" / "link").symlink_to(keep / "file")
+    run([FTPAD_BIN, "attach", nobody_victim.pid, "--library", progs["fake"], "-o", old,
+         "--force", "--duration", "0.2"], timeout=120)
+    assert (keep / "file").read_text() == "kept\n"
+    assert not (old / "link").exists() and not list(out.glob("t.old-*"))
+    nobody_victim.finish()
 
 
 def test_refuses_a_thread_under_seccomp(progs, tmp_path):
