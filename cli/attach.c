@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -386,8 +387,19 @@ static int parse_attach(int argc, char **argv, struct attach_opts *o)
 	return 0;
 }
 
-/* info's head: format=1, the process's command line, attach=PID. */
-static int write_attach_info(const struct target *t, const char *tmp)
+/* The trace directory while attached, held by descriptors: once it is
+ * handed to the process's user, root goes through no path inside it. */
+struct trace_tmp {
+	char path[PATH_MAX];
+	int dir, info;
+};
+
+/* info's head (format=1, the process's command line, attach=PID) and, for
+ * a process of another user, the directory handed over to that user, who
+ * writes the trace.  info is changed first and the directory last, both
+ * through descriptors: until then no one else can put anything in it, and
+ * from then on the user may put anything there, which is never followed. */
+static int write_attach_info(const struct target *t, struct trace_tmp *tmp)
 {
 	char path[64], buf[8192], *argv[512], extra[64];
 	size_t n = 0, argc = 0;
@@ -405,22 +417,35 @@ static int write_attach_info(const struct target *t, const char *tmp)
 		argv[argc++] = buf + i;
 	argv[argc] = NULL;
 	snprintf(extra, sizeof(extra), "attach=%d\n", t->pid);
-	if (write_info_head(tmp, argv, extra))
+	tmp->dir = open_trace_dir(tmp->path);
+	tmp->info = tmp->dir < 0 ? -1 : create_info(tmp->dir);
+	if (tmp->info < 0 || write_info_head_fd(tmp->info, argv, extra))
 		return -1;
-	/* The process writes the trace as its own user. */
-	snprintf(buf, sizeof(buf), "%s/info", tmp);
 	if ((t->uid != geteuid() || t->gid != getegid()) &&
-	    (chown(tmp, t->uid, t->gid) || chown(buf, t->uid, t->gid)))
+	    (fchown(tmp->info, t->uid, t->gid) || fchown(tmp->dir, t->uid, t->gid)))
 		return -1;
 	return 0;
 }
 
-static void finish_trace(const struct target *t, const char *tmp, const char *dir,
+/* info is still the file the summary went to: its user may have put
+ * something else there meanwhile. */
+static void check_info(const struct trace_tmp *tmp, const char *dir)
+{
+	struct stat ours, there;
+
+	if (fstat(tmp->info, &ours) ||
+	    fstatat(tmp->dir, "info", &there, AT_SYMLINK_NOFOLLOW) || ours.st_dev != there.st_dev ||
+	    ours.st_ino != there.st_ino)
+		fprintf(stderr, "ftpad: warning: %s/info is not the file ftpad attach made: "
+			"replaced during the session; its summary is not there\n", dir);
+}
+
+static void finish_trace(const struct target *t, struct trace_tmp *tmp, const char *dir,
 			 const struct results *r, int *code)
 {
 	struct summary sum = { 0 };
 
-	summarize(tmp, t->pid, &sum);
+	summarize_at(tmp->dir, t->pid, &sum);
 	if (!sum.sites) {
 		sum.sites = r->sites;
 		sum.enabled = r->enabled;
@@ -430,8 +455,9 @@ static void finish_trace(const struct target *t, const char *tmp, const char *di
 		sum.dropped = r->dropped;
 		sum.bytes = r->bytes;
 	}
-	append_summary(tmp, "", &sum);
-	if (install_dir(tmp, dir)) {
+	append_summary_fd(tmp->info, "", &sum);
+	check_info(tmp, dir);
+	if (install_dir(tmp->path, dir)) {
 		*code = 1;
 		return;
 	}
@@ -502,7 +528,8 @@ int cmd_attach(int argc, char **argv)
 	struct target t = { .mem = -1 };
 	struct session s = { .listen = -1, .conn = -1, .signals = -1 };
 	struct results r = { 0 };
-	char tmp[PATH_MAX], request[REQUEST_SIZE];
+	struct trace_tmp tmp = { .dir = -1, .info = -1 };
+	char request[REQUEST_SIZE];
 	size_t request_len;
 	sigset_t stop_signals;
 	int err, code = 0;
@@ -532,28 +559,29 @@ int cmd_attach(int argc, char **argv)
 	s.signals = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.signals < 0 || open_socket(&s))
 		return attach_fail(t.pid, "cannot open the control socket: %s", strerror(errno));
-	if (create_trace_tmp(o.d.dir, o.d.force, tmp))
+	if (create_trace_tmp(o.d.dir, o.d.force, tmp.path))
 		return 1;
-	if (write_attach_info(&t, tmp)) {
-		fprintf(stderr, "ftpad: error: cannot write '%s/info': %s\n", tmp, strerror(errno));
-		remove_tree(tmp);
+	if (write_attach_info(&t, &tmp)) {
+		fprintf(stderr, "ftpad: error: cannot write '%s/info': %s\n", tmp.path,
+			strerror(errno));
+		remove_tree(tmp.path);
 		return 1;
 	}
-	request_len = build_request(&o, tmp, s.name, request, sizeof(request));
+	request_len = build_request(&o, tmp.path, s.name, request, sizeof(request));
 	if (!request_len || interrupted(t.pid) ||
 	    load_library(&t, &s, request, request_len)) {
 		if (!request_len)
 			attach_fail(t.pid, "the request is too long");
-		remove_tree(tmp);
+		remove_tree(tmp.path);
 		return 1;
 	}
 	if (run_session(&t, &s, &o, &r))
 		code = 1;
 	close(s.conn);
 	if (!r.started) { /* nothing was recorded: no trace */
-		remove_tree(tmp);
+		remove_tree(tmp.path);
 		return 1;
 	}
-	finish_trace(&t, tmp, o.d.dir, &r, &code);
+	finish_trace(&t, &tmp, o.d.dir, &r, &code);
 	return code;
 }

@@ -121,7 +121,15 @@ struct target {
 size_t attach_stub_size(void);
 /* "ftpad: error: cannot attach to process N: <reason>"; returns 1. */
 int attach_fail(pid_t pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "permission denied" with the reason, or that another tracer holds a
+ * thread; returns 1. */
 int attach_permission_error(pid_t pid, uid_t uid);
+/* Every thread of the process: one that another process traces (not this
+ * tool), or with seccomp one under a seccomp filter, refused with the
+ * reason (1), else 0.  Both are per thread: a filter on any thread can
+ * kill the process for a call libftpad makes there (the stub may run on
+ * that thread, and a thread it creates inherits the filter). */
+int attach_check_threads(pid_t pid, bool seccomp);
 /* "process N exited while attaching"; returns 1. */
 int attach_gone(pid_t pid);
 bool attach_alive(pid_t pid);

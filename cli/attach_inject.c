@@ -443,9 +443,11 @@ static int try_get_in(struct target *t, const char *request, size_t request_len)
 	attach_regs stub_regs;
 	struct thread *th;
 	uint64_t pc;
+	/* Every thread stopped, none can set a seccomp filter any more: what
+	 * the checks saw may have changed since. */
 	int err = stop_all(t);
 
-	if (err) {
+	if (err || attach_check_threads(t->pid, true)) {
 		detach_all(t);
 		return -1;
 	}

@@ -5,6 +5,7 @@
  * libftpad already there and slack bytes for the stub.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -72,12 +73,86 @@ static void let_a_dying_process_show(pid_t pid)
 		nanosleep(&step, NULL);
 }
 
+/* What /proc/PID/task/TID/status says of a thread's tracer and seccomp. */
+struct thread_status {
+	unsigned long tracer, seccomp;
+};
+
+static int read_thread_status(pid_t pid, pid_t tid, struct thread_status *st)
+{
+	char path[96], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	memset(st, 0, sizeof(*st));
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "TracerPid: %lu", &st->tracer) != 1)
+			sscanf(line, "Seccomp: %lu", &st->seccomp);
+	fclose(f);
+	return 0;
+}
+
+/* "process M (comm)": the tracer, named as ps would. */
+static void describe_process(unsigned long pid, char *out, size_t size)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%lu/comm", pid);
+	f = fopen(path, "r");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+	}
+	snprintf(out, size, *comm ? "process %lu (%s)" : "process %lu", pid, comm);
+}
+
+int attach_check_threads(pid_t pid, bool seccomp)
+{
+	char path[64], who[96];
+	struct dirent *d;
+	DIR *dir;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return attach_gone(pid);
+	while (!err && (d = readdir(dir))) {
+		pid_t tid = atoi(d->d_name);
+		struct thread_status st;
+
+		if (tid <= 0 || read_thread_status(pid, tid, &st))
+			continue; /* a thread that ended meanwhile */
+		if (st.tracer && st.tracer != (unsigned long)getpid()) {
+			describe_process(st.tracer, who, sizeof(who));
+			err = tid == pid ? attach_fail(pid, "it is already traced by %s", who)
+					 : attach_fail(pid, "its thread %d is already traced by %s",
+						       tid, who);
+		} else if (seccomp && st.seccomp) {
+			err = attach_fail(pid, "it runs under seccomp (Seccomp: %lu in "
+					  "/proc/%d/task/%d/status); libftpad's mmap, socket and "
+					  "clone calls could get it killed", st.seccomp, pid, tid);
+		}
+	}
+	closedir(dir);
+	return err;
+}
+
 int attach_permission_error(pid_t pid, uid_t uid)
 {
 	char scope[32] = "";
 	FILE *f;
 
 	let_a_dying_process_show(pid);
+	/* ptrace's EPERM for a thread another tracer holds (one that came
+	 * after the checks, or that traces a thread only). */
+	if (attach_check_threads(pid, false))
+		return 1;
 	f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
 
 	if (f) {
@@ -122,11 +197,11 @@ bool attach_alive(pid_t pid)
 
 /* ---- the checks made before anything is touched ---- */
 
-/* /proc/PID/status: zombie, traced, seccomp, its uid and gid. */
+/* /proc/PID/status: zombie, its uid and gid; then every thread: traced,
+ * seccomp. */
 static int check_status(struct target *t)
 {
 	char path[64], line[256], state = 0;
-	unsigned long tracer = 0, seccomp = 0;
 	unsigned ruid, euid, rgid, egid;
 	FILE *f;
 
@@ -135,8 +210,7 @@ static int check_status(struct target *t)
 	if (!f)
 		return refuse(t->pid, "no such process");
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "State: %c", &state) == 1 || sscanf(line, "TracerPid: %lu", &tracer) == 1 ||
-		    sscanf(line, "Seccomp: %lu", &seccomp) == 1)
+		if (sscanf(line, "State: %c", &state) == 1)
 			continue;
 		if (sscanf(line, "Uid: %u %u", &ruid, &euid) == 2)
 			t->uid = euid;
@@ -146,13 +220,7 @@ static int check_status(struct target *t)
 	fclose(f);
 	if (state == 'Z' || state == 'X')
 		return refuse(t->pid, "it is a zombie (it has exited)");
-	if (tracer)
-		return attach_fail(t->pid, "it is already traced by process %lu", tracer);
-	if (seccomp)
-		return attach_fail(t->pid, "it runs under seccomp (Seccomp: %lu in /proc/%d/status); "
-			    "libftpad's mmap, socket and clone calls could get it killed", seccomp,
-			    t->pid);
-	return 0;
+	return attach_check_threads(t->pid, true);
 }
 
 static int check_machine(struct target *t)
@@ -250,9 +318,43 @@ static bool in_file(const struct elf *e, uint64_t off, uint64_t len)
 	return off <= e->size && len <= e->size - off;
 }
 
-static int elf_open(const char *path, struct elf *e)
+/* A module's file as the process maps it, never what took its place at
+ * its path: a FIFO there ("X (deleted)", or put where X was) would block
+ * the open for ever, and with it the tool, Ctrl-C blocked.  The mapping
+ * itself through /proc/PID/map_files (CAP_SYS_ADMIN), the program's
+ * through /proc/PID/exe; else the path, opened without waiting nor
+ * following a link, if it is a regular file.  A descriptor, or -1. */
+static int open_module(const struct target *t, const char *path, bool is_exe)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char proc[96];
+	struct stat st;
+	int fd = -1;
+
+	for (size_t i = 0; i < t->nmaps; i++) {
+		if (!strcmp(t->maps[i].path, path)) {
+			snprintf(proc, sizeof(proc), "/proc/%d/map_files/%llx-%llx", t->pid,
+				 (unsigned long long)t->maps[i].start,
+				 (unsigned long long)t->maps[i].end);
+			fd = open(proc, O_RDONLY | O_CLOEXEC);
+			break;
+		}
+	}
+	if (fd < 0 && is_exe) {
+		snprintf(proc, sizeof(proc), "/proc/%d/exe", t->pid);
+		fd = open(proc, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* fd's ELF file mapped (fd closed): 0, or -1. */
+static int elf_open(int fd, struct elf *e)
+{
 	struct stat st;
 
 	memset(e, 0, sizeof(*e));
@@ -412,7 +514,7 @@ static void look_at_module(struct target *t, const char *path, bool is_exe)
 	struct elf e;
 	uint64_t bias, v;
 
-	if (elf_open(path, &e))
+	if (elf_open(open_module(t, path, is_exe), &e))
 		return;
 	if (!load_bias(t, path, &e, &bias)) {
 		elf_close(&e);

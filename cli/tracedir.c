@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -83,15 +82,27 @@ int create_trace_tmp(const char *dir, bool force, char *abs)
 	return 0;
 }
 
-int write_info_head(const char *tmp, char *const *argv, const char *extra)
+int open_trace_dir(const char *abs)
 {
-	char path[PATH_MAX + 16];
-	FILE *f;
+	return open(abs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
 
-	snprintf(path, sizeof(path), "%s/info", tmp);
-	f = fopen(path, "w");
-	if (!f)
+int create_info(int dir)
+{
+	return openat(dir, "info", O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+		      0666);
+}
+
+int write_info_head_fd(int fd, char *const *argv, const char *extra)
+{
+	int copy = dup(fd);
+	FILE *f = copy < 0 ? NULL : fdopen(copy, "a");
+
+	if (!f) {
+		if (copy >= 0)
+			close(copy);
 		return -1;
+	}
 	fprintf(f, "format=1\ncommand=");
 	for (char *const *a = argv; *a; a++) {
 		fputc('\'', f);
@@ -120,19 +131,28 @@ static void add_cause(char *list, size_t size, const char *cause)
 	snprintf(list + len, size - len, "%s%s", len ? "," : "", cause);
 }
 
+int write_info_head(const char *tmp, char *const *argv, const char *extra)
+{
+	char path[PATH_MAX + 16];
+	int fd, err;
+
+	snprintf(path, sizeof(path), "%s/info", tmp);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return -1;
+	err = write_info_head_fd(fd, argv, extra);
+	return close(fd) || err ? -1 : 0;
+}
+
 /* An image's totals, added to sum: the last of each key, since an image
  * whose exec failed went on and appended later totals (docs/format.md).
  * An image without them was cut short, by SIGKILL most likely: said. */
-static void add_image_stats(const char *path, const char *name, struct summary *sum,
-			    bool first)
+static void add_image_stats(FILE *f, const char *name, struct summary *sum, bool first)
 {
-	FILE *f = fopen(path, "r");
 	struct summary image = { 0 };
 	bool ended = false;
 	char line[8192], cause[16];
 
-	if (!f)
-		return;
 	while (fgets(line, sizeof(line), f)) {
 		ended |= !strncmp(line, "events=", 7);
 		if (sscanf(line, "lost_write=%*s %*u %15s", cause) == 1) {
@@ -147,7 +167,6 @@ static void add_image_stats(const char *path, const char *name, struct summary *
 			continue;
 		sscanf(line, "enabled=%llu", &image.enabled);
 	}
-	fclose(f);
 	if (!ended)
 		fprintf(stderr, "ftpad: warning: process image %s ended without its totals "
 			"(killed by SIGKILL?): the events it still held are lost, and not "
@@ -158,32 +177,81 @@ static void add_image_stats(const char *path, const char *name, struct summary *
 		sum->sites = image.sites, sum->enabled = image.enabled;
 }
 
-void summarize(const char *tmp, pid_t pid, struct summary *sum)
+/* NAME/image under the trace directory dir, for reading, or NULL.  The
+ * directory may belong to the traced process's user (attach as root):
+ * no link is followed, nothing but a regular file is read (a FIFO would
+ * block), and in a directory that is not ours only its owner's files are
+ * (a hard link to a file of ours is not). */
+static FILE *open_image(int dir, const struct stat *top, const char *name)
 {
-	char first[64], path[PATH_MAX + 300];
-	struct dirent *d;
-	DIR *dir = opendir(tmp);
+	int sub = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = sub < 0 ? -1 : openat(sub, "image", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	FILE *f = NULL;
 
-	snprintf(first, sizeof(first), "%d.0", pid);
-	while (dir && (d = readdir(dir))) {
-		if (d->d_name[0] == '.' || !strchr(d->d_name, '.'))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/image", tmp, d->d_name);
-		add_image_stats(path, d->d_name, sum, !strcmp(d->d_name, first));
-	}
-	if (dir)
-		closedir(dir);
+	if (sub >= 0)
+		close(sub);
+	if (fd < 0)
+		return NULL;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	    (top->st_uid == geteuid() || st.st_uid == top->st_uid))
+		f = fdopen(fd, "r");
+	if (!f)
+		close(fd);
+	return f;
 }
 
-void append_summary(const char *tmp, const char *head, const struct summary *sum)
+void summarize_at(int dir, pid_t pid, struct summary *sum)
 {
-	char info[PATH_MAX + 16], sync[96];
-	FILE *f;
+	int own = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* its own offset */
+	DIR *entries = own < 0 ? NULL : fdopendir(own);
+	char first[64];
+	struct dirent *d;
+	struct stat top;
 
-	snprintf(info, sizeof(info), "%s/info", tmp);
-	f = fopen(info, "a");
-	if (!f)
+	if (!entries || fstat(dir, &top)) {
+		if (entries)
+			closedir(entries);
+		else if (own >= 0)
+			close(own);
 		return;
+	}
+	snprintf(first, sizeof(first), "%d.0", pid);
+	while ((d = readdir(entries))) {
+		FILE *f;
+
+		if (d->d_name[0] == '.' || !strchr(d->d_name, '.'))
+			continue;
+		f = open_image(dir, &top, d->d_name);
+		if (!f)
+			continue;
+		add_image_stats(f, d->d_name, sum, !strcmp(d->d_name, first));
+		fclose(f);
+	}
+	closedir(entries);
+}
+
+void summarize(const char *tmp, pid_t pid, struct summary *sum)
+{
+	int dir = open_trace_dir(tmp);
+
+	if (dir < 0)
+		return;
+	summarize_at(dir, pid, sum);
+	close(dir);
+}
+
+void append_summary_fd(int info, const char *head, const struct summary *sum)
+{
+	char sync[96];
+	int copy = dup(info);
+	FILE *f = copy < 0 ? NULL : fdopen(copy, "a");
+
+	if (!f) {
+		if (copy >= 0)
+			close(copy);
+		return;
+	}
 	/* A last clock point, read here once every process is done: one that
 	 * was killed wrote only its first (the clock counts the same in every
 	 * process of the machine). */
@@ -196,15 +264,59 @@ void append_summary(const char *tmp, const char *head, const struct summary *sum
 	fclose(f);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+void append_summary(const char *tmp, const char *head, const struct summary *sum)
 {
-	(void)st, (void)flag, (void)ftw;
-	return remove(path);
+	char info[PATH_MAX + 16];
+	int fd;
+
+	snprintf(info, sizeof(info), "%s/info", tmp);
+	fd = open(info, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	append_summary_fd(fd, head, sum);
+	close(fd);
+}
+
+/* Everything under the directory dir removed (dir closed), never through
+ * a link: each entry is unlinked by name in its directory, and a
+ * subdirectory entered by a descriptor opened with O_NOFOLLOW from its
+ * parent's, so that one swapped for a symlink meanwhile is unlinked, not
+ * followed (the tree may belong to another user: attach as root). */
+static void empty_dir(int dir, int depth)
+{
+	DIR *entries = fdopendir(dir);
+	struct dirent *d;
+
+	if (!entries) {
+		close(dir);
+		return;
+	}
+	while ((d = readdir(entries))) {
+		int sub;
+
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
+		    !unlinkat(dir, d->d_name, 0) || errno != EISDIR)
+			continue;
+		sub = openat(dir, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0 && depth < 32)
+			empty_dir(sub, depth + 1);
+		else if (sub >= 0)
+			close(sub);
+		unlinkat(dir, d->d_name, AT_REMOVEDIR);
+	}
+	closedir(entries);
 }
 
 void remove_tree(const char *path)
 {
-	nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	int dir = open_trace_dir(path);
+
+	if (dir < 0) {
+		unlink(path); /* a file or a link: itself, not what it leads to */
+		return;
+	}
+	empty_dir(dir, 0);
+	rmdir(path);
 }
 
 int install_dir(const char *tmp, const char *dir)

@@ -29,19 +29,35 @@ int find_library(char *out, size_t size);
  * must not exist unless force.  0, or -1 after an error message. */
 int create_trace_tmp(const char *dir, bool force, char *abs);
 
-/* info's first lines: format=1, command= (argv shell-quoted), then extra
- * (lines with their newlines, or NULL). */
-int write_info_head(const char *tmp, char *const *argv, const char *extra);
+/* The directory abs itself (not what a symlink there leads to), for the
+ *at calls: a descriptor, or -1 with errno.  `ftpad attach` as root
+ * keeps it, and its info's, from before it hands the directory over to
+ * the process's user (docs/tracing.md, "Who may attach to whom"). */
+int open_trace_dir(const char *abs);
+/* info made new in the directory dir, for appending: a descriptor, or -1
+ * with errno (EEXIST: something is there already). */
+int create_info(int dir);
 
-/* The images' stats under tmp; the first image, <pid>.0, gives sites and
- * enabled. */
+/* info's first lines: format=1, command= (argv shell-quoted), then extra
+ * (lines with their newlines, or NULL); written to tmp/info, or appended
+ * through the descriptor info (left open). */
+int write_info_head(const char *tmp, char *const *argv, const char *extra);
+int write_info_head_fd(int info, char *const *argv, const char *extra);
+
+/* The images' stats under tmp (or the directory dir); the first image,
+ * <pid>.0, gives sites and enabled.  Only regular files are read, through
+ * no link, and in a directory another user owns only that user's files. */
 void summarize(const char *tmp, pid_t pid, struct summary *sum);
+void summarize_at(int dir, pid_t pid, struct summary *sum);
 
 /* head (lines, or "") then sites=, enabled=, events=, dropped=, bytes=
- * appended to tmp/info. */
+ * appended to tmp/info (not through a link), or through the descriptor
+ * info (left open). */
 void append_summary(const char *tmp, const char *head, const struct summary *sum);
+void append_summary_fd(int info, const char *head, const struct summary *sum);
 
-/* path and everything under it removed: a trace that will not be. */
+/* path and everything under it removed: a trace that will not be.  No
+ * link is followed, even one put in place while it runs. */
 void remove_tree(const char *path);
 
 /* DIR replaced by tmp: never a half-old, half-new DIR.  0, or -1 after an

@@ -130,3 +130,35 @@ class Attach:
         if self.p.poll() is None:
             self.p.kill()
         self.p.communicate()
+
+
+class ReadyProcess:
+    """A test program that prints "ready PID" once running, and at its
+    stdin's end of file ends with "ok ..." and exit 0 once its own checks
+    held."""
+
+    def __init__(self, cmd, **kw):
+        self.p = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  **kw)
+        line = self.p.stdout.readline()
+        m = re.match(r"ready (\d+)$", line)
+        assert m, f"{cmd} did not start: {line!r} {'' if m else self.p.stderr.read()}"
+        self.pid = int(m.group(1))
+
+    def state(self):
+        return open(f"/proc/{self.pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def finish(self):
+        """Its stdin closed: it must exit 0 with "ok"; its output."""
+        out, err = self.p.communicate(timeout=60)
+        assert self.p.returncode == 0 and out.startswith("ok "), (self.p.returncode, out, err)
+        return out
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.communicate()

@@ -23,6 +23,7 @@ import time
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from attachtest import ReadyProcess
 from ftpadtest import FTPAD_BIN, LIBFTPAD_SO, PLUGIN, TEST_SRC, run
 
 SRC = TEST_SRC / "attach"
@@ -44,19 +45,8 @@ def progs(tmp_path_factory):
             "exe_as_32bit": d / "exe_as_32bit"}
 
 
-class Victim:
+class Victim(ReadyProcess):
     """victim.c running; its stdin's end of file ends it."""
-
-    def __init__(self, cmd):
-        self.p = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.p.stdout.readline()
-        m = re.match(r"ready (\d+)", line)
-        assert m, f"victim did not start: {line!r} {self.p.stderr.read() if not m else ''}"
-        self.pid = int(m.group(1))
-
-    def state(self):
-        return open(f"/proc/{self.pid}/stat").read().rsplit(")", 1)[1].split()[0]
 
     def maps(self):
         out = []
@@ -75,17 +65,6 @@ class Victim:
                     mem.seek(start)
                     out[(start, path)] = mem.read(end - start)
         return out
-
-    def finish(self):
-        """Its stdin closed: it must exit 0 with "ok", its own checks held."""
-        out, err = self.p.communicate(timeout=60)
-        assert self.p.returncode == 0 and out.startswith("ok "), (self.p.returncode, out, err)
-        return out
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ Bad values are refused as `ftpad record` refuses them, before the process
 is looked at.  And `enabled=` counts what `ftpad record`'s counts: the
 functions enabled (their entry sites), with or without --graph."""
 import re
-import subprocess
 
 import pytest
 
-from attachtest import attach_program, assert_text_unchanged, libftpad_maps, text_snapshot
+from attachtest import (ReadyProcess, assert_text_unchanged, attach_program, libftpad_maps,
+                        text_snapshot)
 from ftpadtest import FTPAD_BIN, TEST_SRC, run
 from test_record import SUMMARY, Trace
 
@@ -26,33 +26,9 @@ def levels_exe(tmp_path_factory):
     return attach_program(tmp_path_factory, SRC, "levels")
 
 
-class Levels:
-    """levels.c running; its stdin's end of file ends it."""
-
-    def __init__(self, exe):
-        self.p = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        line = self.p.stdout.readline()
-        assert re.match(r"ready \d+$", line), line
-        self.pid = self.p.pid
-
-    def state(self):
-        return open(f"/proc/{self.pid}/stat").read().rsplit(")", 1)[1].split()[0]
-
-    def finish(self):
-        """It exits 0 with "ok", its own checks held."""
-        out, err = self.p.communicate(timeout=60)
-        assert self.p.returncode == 0 and out.startswith("ok "), (self.p.returncode, out, err)
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
-
-
 @pytest.fixture
 def levels(levels_exe):
-    v = Levels(levels_exe)
+    v = ReadyProcess([levels_exe])  # levels.c; its stdin's end of file ends it
     yield v
     v.kill()
 
