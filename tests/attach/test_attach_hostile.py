@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """`ftpad attach` facing a process, or a user, that works against it
-(runtime/tools/attach*.c, tracedir.c; docs/tracing.md, "Who may attach to
+(cli/attach*.c, tracedir.c; docs/tracing.md, "Who may attach to
 whom"):
 - root attaching to another user's process hands the trace directory to
   that user, who may then put links, FIFOs and hard links in it: root

@@ -5,7 +5,7 @@
  * /proc/PID/status says "Seccomp: 0".  That thread spins in padded code,
  * the main one blocks in read() on stdin, so ftpad attach would run its
  * stub on the filtered thread, and libftpad's socket() would kill the
- * process (tests/test_attach_hostile.py: attach refuses it).  Built with
+ * process (tests/attach/test_attach_hostile.py: attach refuses it).  Built with
  * the ftpad GCC plugin.  Prints "ready PID" once the filter is on; stdin's
  * end of file ends it with "ok".
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * LD_PRELOADed into `ftpad attach` (tests/test_attach_hostile.py): the
+ * LD_PRELOADed into `ftpad attach` (tests/attach/test_attach_hostile.py): the
  * instant a trace directory (a "*.tmp-*" directory) is handed to another
  * user by any chown call, its info is replaced by a symlink to
  * $SWAP_TARGET, as that user could do then.  A tool that changes info
