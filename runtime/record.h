@@ -32,8 +32,8 @@
  * (RECORD_SHARED): a program linked with libftpad.a may well have a
  * `drain` or an `image` of its own.
  */
-#ifndef FTPAD_RECORD_H
-#define FTPAD_RECORD_H
+#ifndef FTPAD_RUNTIME_RECORD_H
+#define FTPAD_RUNTIME_RECORD_H
 
 #include <limits.h>
 #include <pthread.h>
