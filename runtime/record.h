@@ -180,4 +180,4 @@ void record_entry(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *o
 void record_exit(unsigned long ip, unsigned long parent_ip, struct ftpad_ops *ops,
 		 struct ftpad_regs *regs) RECORD_SHARED(record_exit);
 
-#endif /* FTPAD_RECORD_H */
+#endif /* FTPAD_RUNTIME_RECORD_H */
