@@ -152,6 +152,7 @@ extern int sites_fd RECORD_SHARED(sites_fd); /* <image>/sites */
 void write_all(int fd, const void *buf, size_t len) RECORD_SHARED(write_all);
 void start_writer(void) RECORD_SHARED(start_writer);
 void flush_all(void) RECORD_SHARED(flush_all);
+void flush_thread(struct rthread *t) RECORD_SHARED(flush_thread);
 void count_totals(struct ftpad_record_totals *tot) RECORD_SHARED(count_totals);
 void append_file(const char *name, const char *text) RECORD_SHARED(append_file);
 void create_info(void) RECORD_SHARED(create_info);

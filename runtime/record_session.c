@@ -27,13 +27,16 @@ static struct ftpad_ops record_ops;
 static pthread_mutex_t end_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The image's end: its totals (its `enabled` counts the sites enabled
- * now, so a stop calls this before its sites go off). */
-static void write_stats(const struct ftpad_stats *st)
+ * now, so a stop calls this before its sites go off); held: events still
+ * in other threads' chunks, which will not be written. */
+static void write_stats_held(const struct ftpad_stats *st, uint64_t held)
 {
 	struct ftpad_record_totals tot;
 	char text[320];
 
 	count_totals(&tot);
+	tot.dropped += held;
+	tot.events -= held < tot.events ? held : tot.events;
 	snprintf(text, sizeof(text),
 		 "sites=%u\nenabled=%lu\nevents=%llu\ndropped=%llu\nbytes=%llu\nfast_events=%llu\n",
 		 site_id_count(), st->enabled, (unsigned long long)tot.events,
@@ -41,6 +44,11 @@ static void write_stats(const struct ftpad_stats *st)
 		 (unsigned long long)tot.fast);
 	append_image(text);
 	clock_sync();
+}
+
+static void write_stats(const struct ftpad_stats *st)
+{
+	write_stats_held(st, 0);
 }
 
 /* No more events: wait for the threads that record outside the ops (a
@@ -540,19 +548,50 @@ bool ftpad_record_busy(void)
 	return __atomic_load_n(&started, __ATOMIC_ACQUIRE);
 }
 
-/* exechooks.c: the image ends here as at exit, totals included, and the
+/* The events other threads hold in their current chunks: an exec that
+ * succeeds ends them unwritten. */
+static uint64_t held_by_others(const struct rthread *me)
+{
+	uint64_t n = 0;
+
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+		const struct chunk *c = __atomic_load_n(&t->cur, __ATOMIC_RELAXED);
+
+		if (t != me && c)
+			n += __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+/*
+ * exechooks.c: the image ends here as at exit, totals included, and the
  * next program continues the trace into the next image.  Should the exec
  * fail, the image goes on and its end appends later totals (the last
- * ones count: docs/format.md). */
+ * ones count: docs/format.md).
+ *
+ * Only this thread's chunk is handed over, with the full ones: the other
+ * threads still write into theirs, and a chunk taken from under them
+ * would lose their next events or, once reused, mix them into another
+ * thread's file.  Should the exec succeed, what they hold dies with them:
+ * the totals count it as dropped.  Not in a vfork child: it shares its
+ * parent's memory, buffers and descriptor numbers included, but not its
+ * descriptor table (no fork handler ran, so the pid tells).
+ */
 void ftpad_record_before_exec(void)
 {
 	struct ftpad_stats st = { .sz = sizeof(st) };
+	struct rthread *me = self;
 
+	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || getpid() != recording_pid)
+		return;
 	pthread_mutex_lock(&end_lock);
 	if (started && !ended) {
-		flush_all();
+		uint64_t held;
+
+		flush_thread(me);
 		ftpad_get_stats(&st);
-		write_stats(&st);
+		held = held_by_others(me);
+		write_stats_held(&st, held);
 	}
 	pthread_mutex_unlock(&end_lock);
 }

@@ -171,6 +171,15 @@ void flush_all(void)
 	write_last_lost();
 }
 
+/* This thread's events and the full chunks, written now (an exec): the
+ * other threads keep their current chunks, which they still write. */
+void flush_thread(struct rthread *t)
+{
+	if (t)
+		hand_over(t);
+	drain();
+}
+
 void count_totals(struct ftpad_record_totals *tot)
 {
 	tot->events = tot->dropped = tot->fast = 0;
