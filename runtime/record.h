@@ -117,6 +117,10 @@ extern uint64_t *reserved RECORD_SHARED(reserved);
 /* --depth (0: every depth) and --time-filter (0: every call, else ticks). */
 extern uint32_t max_depth RECORD_SHARED(max_depth);
 extern uint64_t min_ticks RECORD_SHARED(min_ticks);
+/* Raw clone(CLONE_VM) children that may share a thread's self (atomic),
+ * and their events, dropped (atomic). */
+extern int foreign_clones RECORD_SHARED(foreign_clones);
+extern uint64_t foreign_drops RECORD_SHARED(foreign_drops);
 extern pthread_key_t thread_key RECORD_SHARED(thread_key);
 /* The ops whose sites x86_64's fast path records, and the slot below
  * which it writes (record_buffer.c). */

@@ -35,7 +35,7 @@ static void write_stats_held(const struct ftpad_stats *st, uint64_t held)
 	char text[320];
 
 	count_totals(&tot);
-	tot.dropped += held;
+	tot.dropped += held + __atomic_load_n(&foreign_drops, __ATOMIC_RELAXED);
 	tot.events -= held < tot.events ? held : tot.events;
 	snprintf(text, sizeof(text),
 		 "sites=%u\nenabled=%lu\nevents=%llu\ndropped=%llu\nbytes=%llu\nfast_events=%llu\n",
@@ -411,6 +411,35 @@ static void write_info_head(void)
 	);
 }
 
+/* What ftpad_record_fast_ops is while no clone child shares a thread's
+ * self. */
+static struct ftpad_ops *fast_ops;
+
+/*
+ * exechooks.c: a clone(CLONE_VM) without CLONE_SETTLS comes: the child
+ * runs with this thread's TLS, its self included.  This thread gets its
+ * record first, so that the child finds one that is not its own; the
+ * fast path, which cannot check whose thread it runs on, is off until
+ * the child is known to be gone (a vfork-like clone's parent resumes;
+ * other children are not followed, so the C path stays on).
+ */
+void ftpad_record_before_clone(void)
+{
+	if (!ftpad_record_active())
+		return;
+	if (!self)
+		thread_start();
+	__atomic_add_fetch(&foreign_clones, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&ftpad_record_fast_ops, NULL, __ATOMIC_SEQ_CST);
+}
+
+void ftpad_record_after_vfork_clone(void)
+{
+	if (__atomic_load_n(&foreign_clones, __ATOMIC_SEQ_CST) &&
+	    !__atomic_sub_fetch(&foreign_clones, 1, __ATOMIC_SEQ_CST))
+		__atomic_store_n(&ftpad_record_fast_ops, fast_ops, __ATOMIC_SEQ_CST);
+}
+
 static int register_record_ops(bool exits)
 {
 	const char *filter = setting(FTPAD_ENV_RECORD_FILTER);
@@ -424,7 +453,8 @@ static int register_record_ops(bool exits)
 	 * recursing, and the guard would silently drop the events of a
 	 * signal handler that came during a callback. */
 	record_ops.flags = 0;
-	ftpad_record_fast_ops = max_depth || min_ticks ? NULL : &record_ops;
+	fast_ops = max_depth || min_ticks ? NULL : &record_ops;
+	ftpad_record_fast_ops = __atomic_load_n(&foreign_clones, __ATOMIC_RELAXED) ? NULL : fast_ops;
 	/* Reset, as a session's may follow another's; no glob: every site. */
 	err = ftpad_set_filter(&record_ops, filter ? filter : "", 1);
 	if (!err)
