@@ -153,6 +153,7 @@ extern pthread_t writer RECORD_SHARED(writer);
 extern int writer_running RECORD_SHARED(writer_running);
 extern int sites_fd RECORD_SHARED(sites_fd); /* <image>/sites */
 
+void open_trace_dir(void) RECORD_SHARED(open_trace_dir);
 void write_all(int fd, const void *buf, size_t len) RECORD_SHARED(write_all);
 void start_writer(void) RECORD_SHARED(start_writer);
 void flush_all(void) RECORD_SHARED(flush_all);

@@ -482,6 +482,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 		return -ENAMETOOLONG;
 	}
 	strcpy(dir, trace_dir);
+	open_trace_dir();
 	bad_setting = false;
 	set_filters();
 	err = setup_once();

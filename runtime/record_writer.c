@@ -28,6 +28,57 @@ pthread_t writer;
 int writer_running;
 int sites_fd = -1;
 
+/*
+ * The trace directory, reached through a descriptor opened when the trace
+ * starts: a program that chroots or changes its mount namespace still
+ * writes its trace.  One that closed the descriptor (a daemon closes them
+ * all) or has another file on its number gets it opened again by path;
+ * the program's file is never used nor closed.
+ */
+static int dir_fd = -1;
+static dev_t dir_dev;
+static ino_t dir_ino;
+
+static bool dir_fd_is_ours(void)
+{
+	struct stat st;
+
+	return dir_fd >= 0 && !fstat(dir_fd, &st) && st.st_dev == dir_dev &&
+	       st.st_ino == dir_ino && S_ISDIR(st.st_mode);
+}
+
+/* dir opened now (a trace starts), or again when the one held is lost. */
+void open_trace_dir(void)
+{
+	struct stat st;
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (dir_fd_is_ours())
+		close(dir_fd);
+	dir_fd = -1;
+	if (fd < 0 || fstat(fd, &st)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	dir_fd = fd, dir_dev = st.st_dev, dir_ino = st.st_ino;
+}
+
+static int trace_dir(void)
+{
+	if (!dir_fd_is_ours())
+		open_trace_dir();
+	return dir_fd;
+}
+
+/* rel, a path under the trace directory, opened. */
+static int open_in_trace(const char *rel, int flags, mode_t mode)
+{
+	int d = trace_dir();
+
+	return d < 0 ? -1 : openat(d, rel, flags, mode);
+}
+
 void write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -61,11 +112,11 @@ static void open_events(struct rthread *t)
 	};
 
 	memcpy(h.comm, t->comm, sizeof(h.comm));
-	snprintf(path, sizeof(path), "%s/%s/%d.events", dir, image, t->tid);
-	t->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	snprintf(path, sizeof(path), "%s/%d.events", image, t->tid);
+	t->fd = open_in_trace(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (t->fd < 0) {
-		ftpad_warn("ftpad: error: cannot create '%s': %s; its events are lost\n", path,
-			   strerror(errno));
+		ftpad_warn("ftpad: error: cannot create '%s/%s': %s; its events are lost\n", dir,
+			   path, strerror(errno));
 		return;
 	}
 	write_all(t->fd, &h, sizeof(h));
@@ -196,11 +247,8 @@ void count_totals(struct ftpad_record_totals *tot)
 
 void append_file(const char *name, const char *text)
 {
-	char path[PATH_MAX + 96];
-	int fd;
+	int fd = open_in_trace(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return;
 	write_all(fd, text, strlen(text));
@@ -212,11 +260,8 @@ void append_file(const char *name, const char *text)
  * under qemu, say), so that the viewers read that directory too. */
 void create_info(void)
 {
-	char path[PATH_MAX + 96];
-	int fd;
+	int fd = open_in_trace("info", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 
-	snprintf(path, sizeof(path), "%s/info", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return; /* there already, or the appends below will say nothing either */
 	write_all(fd, "format=1\n", 9);
@@ -260,9 +305,8 @@ int make_image(const char *how, const char *from)
 	char path[PATH_MAX + 96], text[PATH_MAX * 2 + 256], exe[PATH_MAX] = "", argv[2048];
 	ssize_t n;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, image);
-	if (mkdir(path, 0755) && errno != EEXIST) {
-		ftpad_warn("ftpad: error: cannot create '%s': %s; not recording\n", path,
+	if ((trace_dir() < 0 || mkdirat(dir_fd, image, 0755)) && errno != EEXIST) {
+		ftpad_warn("ftpad: error: cannot create '%s/%s': %s; not recording\n", dir, image,
 			   strerror(errno));
 		return -1;
 	}
@@ -272,10 +316,10 @@ int make_image(const char *how, const char *from)
 	snprintf(text, sizeof(text), "pid=%d\nppid=%d\nexe=%s\nargv=%s\n%s%s%s", getpid(),
 		 getppid(), exe, argv, how ? how : "", how ? from : "", how ? "\n" : "");
 	append_image(text);
-	snprintf(path, sizeof(path), "%s/%s/sites", dir, image);
+	snprintf(path, sizeof(path), "%s/sites", image);
 	if (sites_fd >= 0)
 		close(sites_fd);
-	sites_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	sites_fd = open_in_trace(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	/* An exec continues `ftpad record`'s trace; an attach session's ends
 	 * there (nor would setenv() on its thread be safe for the program). */
 	if (!request)
@@ -289,8 +333,8 @@ void copy_sites(const char *from_image)
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s/sites", dir, from_image);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/sites", from_image);
+	fd = open_in_trace(path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return;
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
@@ -311,7 +355,7 @@ void map_budget(bool fresh)
 	reserved = &own_reserved;
 	own_reserved = 0;
 	snprintf(path, sizeof(path), "%s/.budget", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (fresh ? O_TRUNC : 0), 0644);
+	fd = open_in_trace(".budget", O_RDWR | O_CREAT | O_CLOEXEC | (fresh ? O_TRUNC : 0), 0644);
 	if (fd >= 0 && !ftruncate(fd, sizeof(*reserved)))
 		p = mmap(NULL, sizeof(*reserved), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p != MAP_FAILED)
@@ -332,4 +376,7 @@ void close_trace_files(void)
 			close(t->fd), t->fd = -1;
 	if (sites_fd >= 0)
 		close(sites_fd), sites_fd = -1;
+	if (dir_fd_is_ours())
+		close(dir_fd);
+	dir_fd = -1;
 }
