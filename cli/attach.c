@@ -420,7 +420,7 @@ static void finish_trace(const struct target *t, const char *tmp, const char *di
 {
 	struct summary sum = { 0 };
 
-	summarize(tmp, t->pid, &sum);
+	summarize(tmp, t->pid, &sum, NULL);
 	if (!sum.sites) {
 		sum.sites = r->sites;
 		sum.enabled = r->enabled;

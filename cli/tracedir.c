@@ -13,10 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ftpad_clock.h"
+#include "ftpad_trace.h"
 #include "tracedir.h"
 
 #ifndef FTPAD_INSTALL_LIBDIR
@@ -104,18 +108,87 @@ int write_info_head(const char *tmp, char *const *argv, const char *extra)
 	return fclose(f);
 }
 
+/* Why an image ended without its totals, from its process's end. */
+static void cut_short_cause(const char *name, const struct proc_ends *ends, char *why,
+			    size_t size)
+{
+	pid_t pid = atoi(name);
+
+	for (size_t i = 0; ends && i < ends->n; i++) {
+		const struct proc_end *e = &ends->v[ends->n - 1 - i]; /* the last, if reused */
+		const char *abbrev;
+
+		if (e->pid != pid)
+			continue;
+		if (e->running) {
+			snprintf(why, size, "still running when the trace was installed");
+		} else if (WIFSIGNALED(e->status)) {
+			abbrev = sigabbrev_np(WTERMSIG(e->status));
+			snprintf(why, size, "killed by signal %d (SIG%s)%s", WTERMSIG(e->status),
+				 abbrev ? abbrev : "?",
+				 WTERMSIG(e->status) == SIGKILL ? "" : ", which the recorder did not catch");
+		} else {
+			snprintf(why, size, "exited with status %d without the recorder's exit "
+				 "path: a raw exit_group system call, most likely",
+				 WEXITSTATUS(e->status));
+		}
+		return;
+	}
+	snprintf(why, size, "killed by SIGKILL, or ended by a raw exit_group system call, "
+		 "most likely");
+}
+
+/* What an image's writer had written: its events and its LOST counts
+ * (docs/format.md), for an image that could not say its totals. */
+static void count_written(const char *image_dir, struct summary *image)
+{
+	char path[PATH_MAX + 600];
+	struct dirent *d;
+	DIR *dir = opendir(image_dir);
+
+	while (dir && (d = readdir(dir))) {
+		uint64_t ev[2]; /* time, then the event word and sp */
+		FILE *f;
+
+		if (!strstr(d->d_name, ".events"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", image_dir, d->d_name);
+		f = fopen(path, "r");
+		if (!f || fseek(f, 64, SEEK_SET)) {
+			if (f)
+				fclose(f);
+			continue;
+		}
+		while (fread(ev, sizeof(ev), 1, f) == 1) {
+			uint32_t what = (uint32_t)ev[1], sp = (uint32_t)(ev[1] >> 32);
+
+			if (what >> 28 == FTPAD_EVENT_LOST)
+				image->dropped += sp;
+			else
+				image->events++;
+			image->bytes += sizeof(ev);
+		}
+		fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+}
+
 /* An image's totals, added to sum: the last of each key, since an image
  * whose exec failed went on and appended later totals (docs/format.md).
- * An image without them was cut short, by SIGKILL most likely: said. */
-static void add_image_stats(const char *path, const char *name, struct summary *sum,
-			    bool first)
+ * An image without them was cut short: said, with its cause, and counted
+ * from what its writer had written. */
+static void add_image_stats(const char *tmp, const char *name, struct summary *sum,
+			    bool first, const struct proc_ends *ends)
 {
-	FILE *f = fopen(path, "r");
+	char path[PATH_MAX + 300], why[160];
 	struct summary image = { 0 };
 	bool ended = false;
 	char line[8192];
+	FILE *f;
 
-	if (!f)
+	snprintf(path, sizeof(path), "%s/%s/image", tmp, name);
+	if (!(f = fopen(path, "r")))
 		return;
 	while (fgets(line, sizeof(line), f)) {
 		ended |= !strncmp(line, "events=", 7);
@@ -127,18 +200,22 @@ static void add_image_stats(const char *path, const char *name, struct summary *
 		sscanf(line, "enabled=%llu", &image.enabled);
 	}
 	fclose(f);
-	if (!ended)
-		fprintf(stderr, "ftpad: warning: process image %s ended without its totals "
-			"(killed by SIGKILL?): the events it still held are lost, and not "
-			"counted\n", name);
+	if (!ended) {
+		snprintf(path, sizeof(path), "%s/%s", tmp, name);
+		count_written(path, &image);
+		cut_short_cause(name, ends, why, sizeof(why));
+		fprintf(stderr, "ftpad: warning: process image %s ended without its totals (%s): "
+			"the events it still held are lost, and not counted (the %llu it had "
+			"written are)\n", name, why, image.events);
+	}
 	sum->events += image.events, sum->dropped += image.dropped, sum->bytes += image.bytes;
 	if (first)
 		sum->sites = image.sites, sum->enabled = image.enabled;
 }
 
-void summarize(const char *tmp, pid_t pid, struct summary *sum)
+void summarize(const char *tmp, pid_t pid, struct summary *sum, const struct proc_ends *ends)
 {
-	char first[64], path[PATH_MAX + 300];
+	char first[64];
 	struct dirent *d;
 	DIR *dir = opendir(tmp);
 
@@ -146,8 +223,7 @@ void summarize(const char *tmp, pid_t pid, struct summary *sum)
 	while (dir && (d = readdir(dir))) {
 		if (d->d_name[0] == '.' || !strchr(d->d_name, '.'))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/image", tmp, d->d_name);
-		add_image_stats(path, d->d_name, sum, !strcmp(d->d_name, first));
+		add_image_stats(tmp, d->d_name, sum, !strcmp(d->d_name, first), ends);
 	}
 	if (dir)
 		closedir(dir);

@@ -29,9 +29,23 @@ int create_trace_tmp(const char *dir, bool force, char *abs);
  * (lines with their newlines, or NULL). */
 int write_info_head(const char *tmp, char *const *argv, const char *extra);
 
+/* How the processes of a trace that the tool waited for ended: a wait
+ * status, or still running when the trace was installed. */
+struct proc_end {
+	pid_t pid;
+	int status;
+	bool running;
+};
+
+struct proc_ends {
+	struct proc_end *v;
+	size_t n, cap;
+};
+
 /* The images' stats under tmp; the first image, <pid>.0, gives sites and
- * enabled. */
-void summarize(const char *tmp, pid_t pid, struct summary *sum);
+ * enabled.  An image without its totals is said, with its process's end
+ * as ends knows it (NULL: not known), and counted from its files. */
+void summarize(const char *tmp, pid_t pid, struct summary *sum, const struct proc_ends *ends);
 
 /* head (lines, or "") then sites=, enabled=, events=, dropped=, bytes=
  * appended to tmp/info. */
