@@ -614,9 +614,10 @@ void ftpad_record_start(void) FTPAD_HIDDEN;
 void ftpad_record_before_exec(void) FTPAD_HIDDEN;
 /* ... and the end: _exit() skips the destructors (exechooks.c). */
 void ftpad_record_before_exit(void) FTPAD_HIDDEN;
-/* A clone(CLONE_VM) child sharing this thread's TLS is coming; a
- * CLONE_VFORK one is gone (exechooks.c). */
-void ftpad_record_before_clone(void) FTPAD_HIDDEN;
+/* A clone(CLONE_VM) child sharing this thread's TLS is coming (whether
+ * the recorder counted it); a CLONE_VFORK one it counted is gone
+ * (exechooks.c). */
+bool ftpad_record_before_clone(void) FTPAD_HIDDEN;
 void ftpad_record_after_vfork_clone(void) FTPAD_HIDDEN;
 /* For sighooks.c: whether the recorder runs; a SIGNAL or SIGRETURN event. */
 bool ftpad_record_active(void) FTPAD_HIDDEN;

@@ -423,20 +423,21 @@ static struct ftpad_ops *fast_ops;
  * the child is known to be gone (a vfork-like clone's parent resumes;
  * other children are not followed, so the C path stays on).
  */
-void ftpad_record_before_clone(void)
+bool ftpad_record_before_clone(void)
 {
 	if (!ftpad_record_active())
-		return;
+		return false;
 	if (!self)
 		thread_start();
 	__atomic_add_fetch(&foreign_clones, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&ftpad_record_fast_ops, NULL, __ATOMIC_SEQ_CST);
+	return true;
 }
 
+/* The child that ftpad_record_before_clone() counted is gone. */
 void ftpad_record_after_vfork_clone(void)
 {
-	if (__atomic_load_n(&foreign_clones, __ATOMIC_SEQ_CST) &&
-	    !__atomic_sub_fetch(&foreign_clones, 1, __ATOMIC_SEQ_CST))
+	if (!__atomic_sub_fetch(&foreign_clones, 1, __ATOMIC_SEQ_CST))
 		__atomic_store_n(&ftpad_record_fast_ops, fast_ops, __ATOMIC_SEQ_CST);
 }
 

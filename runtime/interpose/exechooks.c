@@ -77,7 +77,7 @@ typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
 
 FTPAD_API int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 {
-	bool shares_tls = (flags & CLONE_VM) && !(flags & CLONE_SETTLS);
+	bool shares_tls = (flags & CLONE_VM) && !(flags & CLONE_SETTLS), counted = false;
 	clone_fn real = (clone_fn)dlsym(RTLD_NEXT, "clone");
 	pid_t *parent_tid, *child_tid;
 	void *tls;
@@ -91,10 +91,10 @@ FTPAD_API int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	child_tid = va_arg(ap, pid_t *);
 	va_end(ap);
 	if (shares_tls)
-		ftpad_record_before_clone();
+		counted = ftpad_record_before_clone();
 	ret = real(fn, stack, flags, arg, parent_tid, tls, child_tid);
 	/* A CLONE_VFORK child has exec'ed or exited by now. */
-	if (shares_tls && (flags & CLONE_VFORK))
+	if (counted && (flags & CLONE_VFORK))
 		ftpad_record_after_vfork_clone();
 	return ret;
 }
