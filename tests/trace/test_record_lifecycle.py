@@ -59,7 +59,7 @@ def test_vfork_child_exec_leaves_the_parent_alone(prog, tmp_path):
 
     def program_file_is_its_own(p):
         assert p.returncode == 0, p.stderr
-        assert out.read_text() == "done\n", \
+        assert out.read_bytes() == b"done\n", \
             f"the trace's events went into the program's file ({out.stat().st_size} bytes)"
 
     p, trace, s = record(prog, tmp_path, "vforkexec", out, n,

@@ -7,8 +7,9 @@
  *                   mid() 3 times, a vfork child that execs /bin/true,
  *                   then FILE opened, mid() N times, "done" written to FILE
  *   lifecycle execfail ROUNDS
- *                   three threads call w0(), w1(), w2() in a loop while
- *                   the main thread makes ROUNDS execv()s that fail
+ *                   three threads call w0(), w1(), w2() in a loop (a short
+ *                   spin between calls: tens of MB of events, not a GB)
+ *                   while the main thread makes ROUNDS execv()s that fail
  *   lifecycle resethand N
  *                   a SIGSEGV handler with SA_RESETHAND that says what a
  *                   query of the action shows, then raises SIGSEGV again;
@@ -101,8 +102,11 @@ static long counts[3];
 	static void *run_w##k(void *arg)                            \
 	{                                                           \
 		(void)arg;                                          \
-		while (!__atomic_load_n(&stop, __ATOMIC_RELAXED))   \
+		while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) { \
 			w##k(1);                                    \
+			for (volatile int j = 0; j < 200; j++)      \
+				;                                   \
+		}                                                   \
 		return NULL;                                        \
 	}
 WORKER(0)
