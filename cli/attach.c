@@ -445,7 +445,7 @@ static void finish_trace(const struct target *t, struct trace_tmp *tmp, const ch
 {
 	struct summary sum = { 0 };
 
-	summarize_at(tmp->dir, t->pid, &sum);
+	summarize_at(tmp->dir, t->pid, &sum, NULL);
 	if (!sum.sites) {
 		sum.sites = r->sites;
 		sum.enabled = r->enabled;

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdbool.h>
+#include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,7 +54,8 @@ static const char usage_text[] =
 	"        of each thread; --time-filter DUR (500ns, 10us, 1ms): drop calls\n"
 	"        shorter than DUR with no recorded call inside.  Functions without\n"
 	"        exit sites (entries only) are kept by both.  A crash of PROG, or a\n"
-	"        Ctrl-C or kill (not -9), keeps the trace up to it.\n"
+	"        Ctrl-C or kill (not -9), keeps the trace up to it.  The processes\n"
+	"        PROG leaves behind (daemons) are waited for; Ctrl-C stops waiting.\n"
 	"record --text  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
 	"        functions: one line '<comm>-<tid> <function> <-<caller>' per call,\n"
 	"        then 'ftpad: N sites found, M sites enabled, K calls seen' at exit.\n"
@@ -252,8 +255,111 @@ static void shield_from_signals(struct sigaction old[2])
 	sigaction(SIGHUP, &relay, NULL);
 }
 
-/* PROG run with the recorder on: its wait status, or -1; *pidp: its pid. */
-static int run_recorded(struct record_opts *o, const char *lib, const char *tmp, pid_t *pidp)
+/* ---- the processes of the trace ---- */
+
+static void add_end(struct proc_ends *ends, pid_t pid, int status, bool running)
+{
+	if (ends->n == ends->cap) {
+		size_t cap = ends->cap ? 2 * ends->cap : 16;
+		struct proc_end *v = realloc(ends->v, cap * sizeof(*v));
+
+		if (!v)
+			return; /* its cause goes unnamed */
+		ends->v = v, ends->cap = cap;
+	}
+	ends->v[ends->n++] = (struct proc_end){ pid, status, running };
+}
+
+/* Our children still running, as "PID (comm), ..." into out; how many.
+ * With ends, each is noted there as running. */
+static int list_children(char *out, size_t size, struct proc_ends *ends)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *d;
+	size_t len = 0;
+	int n = 0;
+
+	out[0] = 0;
+	while (proc && (d = readdir(proc))) {
+		char path[300], stat[512], *close;
+		int ppid, pid = atoi(d->d_name);
+		FILE *f;
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		close = fgets(stat, sizeof(stat), f) ? strrchr(stat, ')') : NULL;
+		fclose(f);
+		if (!close || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid != getpid())
+			continue;
+		*close = 0;
+		if (len < size)
+			len += snprintf(out + len, size - len, "%s%d (%s", n ? "), " : "", pid,
+					strchr(stat, '(') + 1);
+		if (ends)
+			add_end(ends, pid, 0, true);
+		n++;
+	}
+	if (proc)
+		closedir(proc);
+	if (n && len < size)
+		snprintf(out + len, size - len, ")");
+	return n;
+}
+
+static volatile sig_atomic_t stop_waiting;
+
+static void on_stop_waiting(int sig)
+{
+	(void)sig;
+	stop_waiting = 1;
+}
+
+/*
+ * PROG has ended, but processes it started may still record: a daemon
+ * (fork, setsid, fork), a child left behind.  ftpad record is their
+ * subreaper (PR_SET_CHILD_SUBREAPER: orphans are reparented to it), so it
+ * waits for every one, each reaped with its status, before the trace is
+ * installed.  A daemon that never ends: Ctrl-C (or SIGTERM) stops the
+ * wait, and those still running are noted in ends, for the summary.
+ */
+static void wait_for_the_rest(struct proc_ends *ends)
+{
+	struct sigaction stop = { .sa_handler = on_stop_waiting }; /* no SA_RESTART */
+	char names[2048];
+	int status, n;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		add_end(ends, pid, status, false);
+	n = list_children(names, sizeof(names), NULL);
+	if (!n)
+		return;
+	/* Before the message: a Ctrl-C that answers it must find it set. */
+	sigemptyset(&stop.sa_mask);
+	sigaction(SIGINT, &stop, NULL);
+	sigaction(SIGTERM, &stop, NULL);
+	fprintf(stderr, "ftpad: the program exited; waiting for %d more process%s of the trace: "
+		"%s; Ctrl-C installs the trace without %s\n", n, n > 1 ? "es" : "", names,
+		n > 1 ? "them" : "it");
+	while (!stop_waiting) {
+		pid = waitpid(-1, &status, 0);
+		if (pid > 0)
+			add_end(ends, pid, status, false);
+		else if (errno == ECHILD)
+			return;
+	}
+	if (list_children(names, sizeof(names), ends))
+		fprintf(stderr, "ftpad: installing the trace while these still run: %s\n", names);
+}
+
+/* PROG run with the recorder on: its wait status, or -1; *pidp: its pid;
+ * ends: how it and every process of the trace it left behind ended. */
+static int run_recorded(struct record_opts *o, const char *lib, const char *tmp, pid_t *pidp,
+			struct proc_ends *ends)
 {
 	char size[32], depth[32], time_filter[32];
 	struct sigaction old[2];
@@ -280,6 +386,10 @@ static int run_recorded(struct record_opts *o, const char *lib, const char *tmp,
 		return -1;
 	}
 	shield_from_signals(old);
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+		fprintf(stderr, "ftpad: warning: cannot wait for the processes the program leaves "
+			"behind (PR_SET_CHILD_SUBREAPER: %s): their images may be cut short\n",
+			strerror(errno));
 	pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "ftpad: error: fork: %s\n", strerror(errno));
@@ -299,6 +409,8 @@ static int run_recorded(struct record_opts *o, const char *lib, const char *tmp,
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	*pidp = pid;
+	add_end(ends, pid, status, false);
+	wait_for_the_rest(ends);
 	return status;
 }
 
@@ -306,6 +418,7 @@ static int record_dir(int argc, char **argv)
 {
 	struct record_opts o = { 0 };
 	struct summary sum = { 0 };
+	struct proc_ends ends = { 0 };
 	char lib[PATH_MAX], abs[PATH_MAX], head[32];
 	int err = parse_record(argc, argv, &o), status, code;
 	pid_t pid;
@@ -318,11 +431,12 @@ static int record_dir(int argc, char **argv)
 		fprintf(stderr, "ftpad: error: cannot write '%s/info': %s\n", abs, strerror(errno));
 		return 1;
 	}
-	status = run_recorded(&o, lib, abs, &pid);
+	status = run_recorded(&o, lib, abs, &pid, &ends);
 	if (status == -1)
 		return 1;
 	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	summarize(abs, pid, &sum);
+	summarize(abs, pid, &sum, &ends);
+	free(ends.v);
 	snprintf(head, sizeof(head), "exit=%d\n", code);
 	append_summary(abs, head, &sum);
 	if (install_dir(abs, o.d.dir))

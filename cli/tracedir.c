@@ -13,10 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ftpad_clock.h"
+#include "ftpad_trace.h"
 #include "tracedir.h"
 
 #ifndef FTPAD_INSTALL_LIBDIR
@@ -144,14 +148,94 @@ int write_info_head(const char *tmp, char *const *argv, const char *extra)
 	return close(fd) || err ? -1 : 0;
 }
 
+/* Why an image ended without its totals, from its process's end. */
+static void cut_short_cause(const char *name, const struct proc_ends *ends, char *why,
+			    size_t size)
+{
+	pid_t pid = atoi(name);
+
+	for (size_t i = 0; ends && i < ends->n; i++) {
+		const struct proc_end *e = &ends->v[ends->n - 1 - i]; /* the last, if reused */
+		const char *abbrev;
+
+		if (e->pid != pid)
+			continue;
+		if (e->running) {
+			snprintf(why, size, "still running when the trace was installed");
+		} else if (WIFSIGNALED(e->status)) {
+			abbrev = sigabbrev_np(WTERMSIG(e->status));
+			snprintf(why, size, "killed by signal %d (SIG%s)%s", WTERMSIG(e->status),
+				 abbrev ? abbrev : "?",
+				 WTERMSIG(e->status) == SIGKILL ? "" : ", which the recorder did not catch");
+		} else {
+			snprintf(why, size, "exited with status %d without the recorder's exit "
+				 "path: a raw exit_group system call, most likely",
+				 WEXITSTATUS(e->status));
+		}
+		return;
+	}
+	snprintf(why, size, "killed by SIGKILL, or ended by a raw exit_group system call, "
+		 "most likely");
+}
+
+/* What an image's writer had written: its events and its LOST counts
+ * (docs/format.md), for an image that could not say its totals.  Read as
+ * open_image() reads: through no link, regular files only, and in a
+ * directory another user owns only that user's files. */
+static void count_written(int dir, const struct stat *top, const char *name,
+			  struct summary *image)
+{
+	int sub = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *entries = sub < 0 ? NULL : fdopendir(sub);
+	struct dirent *d;
+
+	if (!entries) {
+		if (sub >= 0)
+			close(sub);
+		return;
+	}
+	while ((d = readdir(entries))) {
+		uint64_t ev[2]; /* time, then the event word and sp */
+		struct stat st;
+		FILE *f = NULL;
+		int fd;
+
+		if (!strstr(d->d_name, ".events"))
+			continue;
+		fd = openat(sub, d->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
+		    (top->st_uid == geteuid() || st.st_uid == top->st_uid))
+			f = fdopen(fd, "r");
+		if (!f) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		if (!fseek(f, 64, SEEK_SET))
+			while (fread(ev, sizeof(ev), 1, f) == 1) {
+				uint32_t what = (uint32_t)ev[1], sp = (uint32_t)(ev[1] >> 32);
+
+				if (what >> 28 == FTPAD_EVENT_LOST)
+					image->dropped += sp;
+				else
+					image->events++;
+				image->bytes += sizeof(ev);
+			}
+		fclose(f);
+	}
+	closedir(entries);
+}
+
 /* An image's totals, added to sum: the last of each key, since an image
  * whose exec failed went on and appended later totals (docs/format.md).
- * An image without them was cut short, by SIGKILL most likely: said. */
-static void add_image_stats(FILE *f, const char *name, struct summary *sum, bool first)
+ * An image without them was cut short: said, with its cause, and counted
+ * from what its writer had written. */
+static void add_image_stats(FILE *f, int dir, const struct stat *top, const char *name,
+			    struct summary *sum, bool first, const struct proc_ends *ends)
 {
 	struct summary image = { 0 };
 	bool ended = false;
-	char line[8192], cause[16];
+	char line[8192], cause[16], why[160];
 
 	while (fgets(line, sizeof(line), f)) {
 		ended |= !strncmp(line, "events=", 7);
@@ -167,10 +251,13 @@ static void add_image_stats(FILE *f, const char *name, struct summary *sum, bool
 			continue;
 		sscanf(line, "enabled=%llu", &image.enabled);
 	}
-	if (!ended)
-		fprintf(stderr, "ftpad: warning: process image %s ended without its totals "
-			"(killed by SIGKILL?): the events it still held are lost, and not "
-			"counted\n", name);
+	if (!ended) {
+		count_written(dir, top, name, &image);
+		cut_short_cause(name, ends, why, sizeof(why));
+		fprintf(stderr, "ftpad: warning: process image %s ended without its totals (%s): "
+			"the events it still held are lost, and not counted (the %llu it had "
+			"written are)\n", name, why, image.events);
+	}
 	sum->events += image.events, sum->dropped += image.dropped, sum->bytes += image.bytes;
 	sum->unwritten += image.unwritten;
 	if (first)
@@ -201,7 +288,7 @@ static FILE *open_image(int dir, const struct stat *top, const char *name)
 	return f;
 }
 
-void summarize_at(int dir, pid_t pid, struct summary *sum)
+void summarize_at(int dir, pid_t pid, struct summary *sum, const struct proc_ends *ends)
 {
 	int own = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* its own offset */
 	DIR *entries = own < 0 ? NULL : fdopendir(own);
@@ -225,19 +312,19 @@ void summarize_at(int dir, pid_t pid, struct summary *sum)
 		f = open_image(dir, &top, d->d_name);
 		if (!f)
 			continue;
-		add_image_stats(f, d->d_name, sum, !strcmp(d->d_name, first));
+		add_image_stats(f, dir, &top, d->d_name, sum, !strcmp(d->d_name, first), ends);
 		fclose(f);
 	}
 	closedir(entries);
 }
 
-void summarize(const char *tmp, pid_t pid, struct summary *sum)
+void summarize(const char *tmp, pid_t pid, struct summary *sum, const struct proc_ends *ends)
 {
 	int dir = open_trace_dir(tmp);
 
 	if (dir < 0)
 		return;
-	summarize_at(dir, pid, sum);
+	summarize_at(dir, pid, sum, ends);
 	close(dir);
 }
 

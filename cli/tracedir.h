@@ -38,6 +38,19 @@ int open_trace_dir(const char *abs);
  * with errno (EEXIST: something is there already). */
 int create_info(int dir);
 
+/* How the processes of a trace that the tool waited for ended: a wait
+ * status, or still running when the trace was installed. */
+struct proc_end {
+	pid_t pid;
+	int status;
+	bool running;
+};
+
+struct proc_ends {
+	struct proc_end *v;
+	size_t n, cap;
+};
+
 /* info's first lines: format=1, command= (argv shell-quoted), then extra
  * (lines with their newlines, or NULL); written to tmp/info, or appended
  * through the descriptor info (left open). */
@@ -46,9 +59,11 @@ int write_info_head_fd(int info, char *const *argv, const char *extra);
 
 /* The images' stats under tmp (or the directory dir); the first image,
  * <pid>.0, gives sites and enabled.  Only regular files are read, through
- * no link, and in a directory another user owns only that user's files. */
-void summarize(const char *tmp, pid_t pid, struct summary *sum);
-void summarize_at(int dir, pid_t pid, struct summary *sum);
+ * no link, and in a directory another user owns only that user's files.
+ * An image without its totals is said, with its process's end as ends
+ * knows it (NULL: not known), and counted from its files. */
+void summarize(const char *tmp, pid_t pid, struct summary *sum, const struct proc_ends *ends);
+void summarize_at(int dir, pid_t pid, struct summary *sum, const struct proc_ends *ends);
 
 /* head (lines, or "") then sites=, enabled=, events=, dropped=, bytes=
  * appended to tmp/info (not through a link), or through the descriptor

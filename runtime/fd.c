@@ -51,7 +51,13 @@ static int move_high(int fd)
 int ftpad_own_fd_open(struct ftpad_own_fd *o, const char *path, int flags, mode_t mode,
 		      bool same_file)
 {
-	int fd = open(path, flags | O_CLOEXEC, mode), err;
+	return ftpad_own_fd_openat(o, AT_FDCWD, path, flags, mode, same_file);
+}
+
+int ftpad_own_fd_openat(struct ftpad_own_fd *o, int dir, const char *path, int flags,
+			mode_t mode, bool same_file)
+{
+	int fd = openat(dir, path, flags | O_CLOEXEC, mode), err;
 	struct stat st;
 
 	if (fd < 0)

@@ -419,6 +419,10 @@ struct ftpad_own_fd {
  * descriptor, or -errno; o->fd is left to the caller. */
 int ftpad_own_fd_open(struct ftpad_own_fd *o, const char *path, int flags, mode_t mode,
 		      bool same_file) FTPAD_HIDDEN;
+/* The same, path relative to the directory descriptor dir (AT_FDCWD: the
+ * working directory). */
+int ftpad_own_fd_openat(struct ftpad_own_fd *o, int dir, const char *path, int flags,
+			mode_t mode, bool same_file) FTPAD_HIDDEN;
 /* Whether fd still holds o's file. */
 bool ftpad_own_fd_valid(const struct ftpad_own_fd *o, int fd) FTPAD_HIDDEN;
 
@@ -614,6 +618,11 @@ void ftpad_record_start(void) FTPAD_HIDDEN;
 void ftpad_record_before_exec(void) FTPAD_HIDDEN;
 /* ... and the end: _exit() skips the destructors (exechooks.c). */
 void ftpad_record_before_exit(void) FTPAD_HIDDEN;
+/* A clone(CLONE_VM) child sharing this thread's TLS is coming (whether
+ * the recorder counted it); a CLONE_VFORK one it counted is gone
+ * (exechooks.c). */
+bool ftpad_record_before_clone(void) FTPAD_HIDDEN;
+void ftpad_record_after_vfork_clone(void) FTPAD_HIDDEN;
 /* For sighooks.c: whether the recorder runs; a SIGNAL or SIGRETURN event. */
 bool ftpad_record_active(void) FTPAD_HIDDEN;
 void ftpad_record_signal(unsigned kind, int sig, uintptr_t sp) FTPAD_HIDDEN;

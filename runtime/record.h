@@ -131,6 +131,10 @@ extern uint64_t *reserved RECORD_SHARED(reserved);
 /* --depth (0: every depth) and --time-filter (0: every call, else ticks). */
 extern uint32_t max_depth RECORD_SHARED(max_depth);
 extern uint64_t min_ticks RECORD_SHARED(min_ticks);
+/* Raw clone(CLONE_VM) children that may share a thread's self (atomic),
+ * and their events, dropped (atomic). */
+extern int foreign_clones RECORD_SHARED(foreign_clones);
+extern uint64_t foreign_drops RECORD_SHARED(foreign_drops);
 extern pthread_key_t thread_key RECORD_SHARED(thread_key);
 /* atomic list head: threads that ended since the writer last looked */
 extern struct rthread *ended_threads RECORD_SHARED(ended_threads);
@@ -165,9 +169,11 @@ extern pthread_t writer RECORD_SHARED(writer);
 extern int writer_running RECORD_SHARED(writer_running);
 extern int sites_fd RECORD_SHARED(sites_fd); /* <image>/sites */
 
+void open_trace_dir(void) RECORD_SHARED(open_trace_dir);
 void write_all(int fd, const void *buf, size_t len) RECORD_SHARED(write_all);
 void start_writer(void) RECORD_SHARED(start_writer);
 void flush_all(void) RECORD_SHARED(flush_all);
+void flush_thread(struct rthread *t) RECORD_SHARED(flush_thread);
 void count_totals(struct ftpad_record_totals *tot) RECORD_SHARED(count_totals);
 void append_file(const char *name, const char *text) RECORD_SHARED(append_file);
 void create_info(void) RECORD_SHARED(create_info);

@@ -74,6 +74,14 @@ uint32_t ftpad_record_fast_limit FTPAD_HIDDEN;
 uint32_t max_depth;
 uint64_t min_ticks;
 
+/* A clone(CLONE_VM) child without its own TLS (exechooks.c) shares the
+ * self of the thread that made it: while one may run (foreign_clones,
+ * atomic), the C path checks the thread id, and the child's events are
+ * dropped and counted here (atomic), never written into that thread's
+ * chunk. */
+int foreign_clones;
+uint64_t foreign_drops;
+
 static struct chunk *chunk_at(uint32_t index)
 {
 	return (struct chunk *)(pool + (size_t)index * chunk_size);
@@ -377,6 +385,11 @@ void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries_only)
 		return;
 	if (!t && !(t = thread_start()))
 		return;
+	if (__builtin_expect(__atomic_load_n(&foreign_clones, __ATOMIC_RELAXED), 0) &&
+	    t->tid != gettid()) {
+		__atomic_add_fetch(&foreign_drops, 1, __ATOMIC_RELAXED);
+		return;
+	}
 	/* A signal handler that interrupted this very function: dropped,
 	 * counted (the interrupted event owns the chunk). */
 	if (t->busy++) {

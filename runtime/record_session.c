@@ -27,13 +27,16 @@ static struct ftpad_ops record_ops;
 static pthread_mutex_t end_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The image's end: its totals (its `enabled` counts the sites enabled
- * now, so a stop calls this before its sites go off). */
-static void write_stats(const struct ftpad_stats *st)
+ * now, so a stop calls this before its sites go off); held: events still
+ * in other threads' chunks, which will not be written. */
+static void write_stats_held(const struct ftpad_stats *st, uint64_t held)
 {
 	struct ftpad_record_totals tot;
 	char text[320];
 
 	count_totals(&tot);
+	tot.dropped += held + __atomic_load_n(&foreign_drops, __ATOMIC_RELAXED);
+	tot.events -= held < tot.events ? held : tot.events;
 	snprintf(text, sizeof(text),
 		 "sites=%u\nenabled=%lu\nevents=%llu\ndropped=%llu\nbytes=%llu\nfast_events=%llu\n",
 		 site_id_count(), st->enabled, (unsigned long long)tot.events,
@@ -42,6 +45,11 @@ static void write_stats(const struct ftpad_stats *st)
 	append_image(text);
 	append_unwritten();
 	clock_sync();
+}
+
+static void write_stats(const struct ftpad_stats *st)
+{
+	write_stats_held(st, 0);
 }
 
 /* No more events: wait for the threads that record outside the ops (a
@@ -404,6 +412,36 @@ static void write_info_head(void)
 	);
 }
 
+/* What ftpad_record_fast_ops is while no clone child shares a thread's
+ * self. */
+static struct ftpad_ops *fast_ops;
+
+/*
+ * exechooks.c: a clone(CLONE_VM) without CLONE_SETTLS comes: the child
+ * runs with this thread's TLS, its self included.  This thread gets its
+ * record first, so that the child finds one that is not its own; the
+ * fast path, which cannot check whose thread it runs on, is off until
+ * the child is known to be gone (a vfork-like clone's parent resumes;
+ * other children are not followed, so the C path stays on).
+ */
+bool ftpad_record_before_clone(void)
+{
+	if (!ftpad_record_active())
+		return false;
+	if (!self)
+		thread_start();
+	__atomic_add_fetch(&foreign_clones, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&ftpad_record_fast_ops, NULL, __ATOMIC_SEQ_CST);
+	return true;
+}
+
+/* The child that ftpad_record_before_clone() counted is gone. */
+void ftpad_record_after_vfork_clone(void)
+{
+	if (!__atomic_sub_fetch(&foreign_clones, 1, __ATOMIC_SEQ_CST))
+		__atomic_store_n(&ftpad_record_fast_ops, fast_ops, __ATOMIC_SEQ_CST);
+}
+
 static int register_record_ops(bool exits)
 {
 	const char *filter = setting(FTPAD_ENV_RECORD_FILTER);
@@ -417,7 +455,8 @@ static int register_record_ops(bool exits)
 	 * recursing, and the guard would silently drop the events of a
 	 * signal handler that came during a callback. */
 	record_ops.flags = 0;
-	ftpad_record_fast_ops = max_depth || min_ticks ? NULL : &record_ops;
+	fast_ops = max_depth || min_ticks ? NULL : &record_ops;
+	ftpad_record_fast_ops = __atomic_load_n(&foreign_clones, __ATOMIC_RELAXED) ? NULL : fast_ops;
 	/* Reset, as a session's may follow another's; no glob: every site. */
 	err = ftpad_set_filter(&record_ops, filter ? filter : "", 1);
 	if (!err)
@@ -445,6 +484,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 		return -ENAMETOOLONG;
 	}
 	strcpy(dir, trace_dir);
+	open_trace_dir();
 	bad_setting = false;
 	set_filters();
 	err = setup_once();
@@ -541,19 +581,50 @@ bool ftpad_record_busy(void)
 	return __atomic_load_n(&started, __ATOMIC_ACQUIRE);
 }
 
-/* exechooks.c: the image ends here as at exit, totals included, and the
+/* The events other threads hold in their current chunks: an exec that
+ * succeeds ends them unwritten. */
+static uint64_t held_by_others(const struct rthread *me)
+{
+	uint64_t n = 0;
+
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+		const struct chunk *c = __atomic_load_n(&t->cur, __ATOMIC_RELAXED);
+
+		if (t != me && c)
+			n += __atomic_load_n(&c->n, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+/*
+ * exechooks.c: the image ends here as at exit, totals included, and the
  * next program continues the trace into the next image.  Should the exec
  * fail, the image goes on and its end appends later totals (the last
- * ones count: docs/format.md). */
+ * ones count: docs/format.md).
+ *
+ * Only this thread's chunk is handed over, with the full ones: the other
+ * threads still write into theirs, and a chunk taken from under them
+ * would lose their next events or, once reused, mix them into another
+ * thread's file.  Should the exec succeed, what they hold dies with them:
+ * the totals count it as dropped.  Not in a vfork child: it shares its
+ * parent's memory, buffers and descriptor numbers included, but not its
+ * descriptor table (no fork handler ran, so the pid tells).
+ */
 void ftpad_record_before_exec(void)
 {
 	struct ftpad_stats st = { .sz = sizeof(st) };
+	struct rthread *me = self;
 
+	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || getpid() != recording_pid)
+		return;
 	pthread_mutex_lock(&end_lock);
 	if (started && !ended) {
-		flush_all();
+		uint64_t held;
+
+		flush_thread(me);
 		ftpad_get_stats(&st);
-		write_stats(&st);
+		held = held_by_others(me);
+		write_stats_held(&st, held);
 	}
 	pthread_mutex_unlock(&end_lock);
 }

@@ -140,12 +140,62 @@ static int write_events(int fd, const void *buf, size_t len, size_t *done)
 	return 0;
 }
 
+/*
+ * The trace directory, reached through a descriptor opened when the trace
+ * starts, so that a program that chroots or changes its mount namespace
+ * still writes its trace: every file is opened relative to it.  The
+ * descriptor has libftpad's own protection (fd.c): a program that closed
+ * it (a daemon closes them all) or put another file on its number gets it
+ * opened again by path, and the program's file is never used nor closed.
+ */
+static struct ftpad_own_fd dir_own = { .fd = -1 };
+
+/* dir opened now (a trace starts), or again when the one held is lost. */
+void open_trace_dir(void)
+{
+	int fd;
+
+	if (dir_own.fd >= 0 && ftpad_own_fd_valid(&dir_own, dir_own.fd))
+		close(dir_own.fd);
+	fd = ftpad_own_fd_open(&dir_own, dir, O_PATH | O_DIRECTORY, 0, false);
+	dir_own.fd = fd < 0 ? -1 : fd;
+}
+
+static int trace_dir(void)
+{
+	if (dir_own.fd < 0 || !ftpad_own_fd_valid(&dir_own, dir_own.fd))
+		open_trace_dir();
+	return dir_own.fd;
+}
+
+/* rel, a path under the trace directory, opened; -1 with errno. */
+static int open_in_trace(const char *rel, int flags, mode_t mode)
+{
+	int d = trace_dir();
+
+	if (d < 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	return openat(d, rel, flags | O_CLOEXEC, mode);
+}
+
+/* The same, as one of the recorder's own descriptors (fd.c); -errno. */
+static int own_in_trace(struct ftpad_own_fd *o, const char *rel, int flags, mode_t mode,
+			bool same_file)
+{
+	int d = trace_dir();
+
+	return d < 0 ? -ENOENT : ftpad_own_fd_openat(o, d, rel, flags, mode, same_file);
+}
+
+/* t's events file's name under the trace directory. */
 static void events_path(char *path, size_t size, const struct rthread *t, uint32_t file)
 {
 	if (file == 1)
-		snprintf(path, size, "%s/%s/%d.events", dir, image, t->tid);
+		snprintf(path, size, "%s/%d.events", image, t->tid);
 	else
-		snprintf(path, size, "%s/%s/%d.%u.events", dir, image, t->tid, file - 1);
+		snprintf(path, size, "%s/%d.%u.events", image, t->tid, file - 1);
 }
 
 static int write_header(struct rthread *t)
@@ -183,14 +233,14 @@ static int open_events(struct rthread *t)
 
 	if (t->file) {
 		events_path(path, sizeof(path), t, t->file);
-		fd = ftpad_own_fd_open(&t->fd, path, O_WRONLY | O_APPEND, 0, true);
+		fd = own_in_trace(&t->fd, path, O_WRONLY | O_APPEND, 0, true);
 		t->fd.fd = fd < 0 ? -1 : fd;
 		return fd < 0 ? -fd : 0;
 	}
 	for (uint32_t file = 1; file < 100000; file++) {
 		events_path(path, sizeof(path), t, file);
-		fd = ftpad_own_fd_open(&t->fd, path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL, 0644,
-				       false);
+		fd = own_in_trace(&t->fd, path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL, 0644,
+				  false);
 		if (fd == -EEXIST)
 			continue;
 		if (fd < 0)
@@ -200,7 +250,7 @@ static int open_events(struct rthread *t)
 		err = write_header(t);
 		if (err) { /* no file rather than a headerless one: made again later */
 			close(fd);
-			unlink(path);
+			unlinkat(trace_dir(), path, 0);
 			t->fd.fd = -1;
 			t->file = 0;
 		}
@@ -382,6 +432,15 @@ void flush_all(void)
 	write_last_lost();
 }
 
+/* This thread's events and the full chunks, written now (an exec): the
+ * other threads keep their current chunks, which they still write. */
+void flush_thread(struct rthread *t)
+{
+	if (t)
+		hand_over(t);
+	drain();
+}
+
 void count_totals(struct ftpad_record_totals *tot)
 {
 	tot->events = tot->dropped = tot->fast = 0;
@@ -401,11 +460,8 @@ void count_totals(struct ftpad_record_totals *tot)
 
 void append_file(const char *name, const char *text)
 {
-	char path[PATH_MAX + 96];
-	int fd;
+	int fd = open_in_trace(name, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return;
 	write_all(fd, text, strlen(text));
@@ -417,11 +473,8 @@ void append_file(const char *name, const char *text)
  * under qemu, say), so that the viewers read that directory too. */
 void create_info(void)
 {
-	char path[PATH_MAX + 96];
-	int fd;
+	int fd = open_in_trace("info", O_WRONLY | O_CREAT | O_EXCL, 0644);
 
-	snprintf(path, sizeof(path), "%s/info", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return; /* there already, or the appends below will say nothing either */
 	write_all(fd, "format=1\n", 9);
@@ -465,20 +518,19 @@ static void read_cmdline(char *out, size_t size)
  * continues). */
 static int make_image_dir(void)
 {
-	char path[PATH_MAX + 96];
-	int pid, n;
+	int pid, n, d = trace_dir();
 
 	if (sscanf(image, "%d.%d", &pid, &n) != 2)
 		return -1;
-	for (int tries = 0; tries < 100000; tries++, n++) {
+	errno = ENOENT;
+	for (int tries = 0; d >= 0 && tries < 100000; tries++, n++) {
 		snprintf(image, sizeof(image), "%d.%d", pid, n);
-		snprintf(path, sizeof(path), "%s/%s", dir, image);
-		if (!mkdir(path, 0755))
+		if (!mkdirat(d, image, 0755))
 			return 0;
 		if (errno != EEXIST)
 			break;
 	}
-	ftpad_warn("ftpad: error: cannot create '%s': %s; not recording\n", path,
+	ftpad_warn("ftpad: error: cannot create '%s/%s': %s; not recording\n", dir, image,
 		   strerror(errno));
 	return -1;
 }
@@ -490,8 +542,8 @@ static void reserve_image_end(void)
 	char path[PATH_MAX + 96];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s/image", dir, image);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/image", image);
+	fd = open_in_trace(path, O_WRONLY, 0);
 	if (fd < 0)
 		return;
 	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 16384)) {
@@ -510,8 +562,8 @@ void check_sites_fd(void)
 
 	if (sites_fd >= 0 && ftpad_own_fd_valid(&sites_own, sites_fd))
 		return;
-	snprintf(path, sizeof(path), "%s/%s/sites", dir, image);
-	sites_fd = ftpad_own_fd_open(&sites_own, path, O_WRONLY | O_APPEND, 0, sites_fd >= 0);
+	snprintf(path, sizeof(path), "%s/sites", image);
+	sites_fd = own_in_trace(&sites_own, path, O_WRONLY | O_APPEND, 0, sites_fd >= 0);
 	if (sites_fd < 0)
 		sites_fd = -1;
 }
@@ -531,10 +583,10 @@ int make_image(const char *how, const char *from)
 		 getppid(), exe, argv, how ? how : "", how ? from : "", how ? "\n" : "");
 	append_image(text);
 	reserve_image_end();
-	snprintf(path, sizeof(path), "%s/%s/sites", dir, image);
+	snprintf(path, sizeof(path), "%s/sites", image);
 	if (sites_fd >= 0 && ftpad_own_fd_valid(&sites_own, sites_fd))
 		close(sites_fd);
-	sites_fd = ftpad_own_fd_open(&sites_own, path, O_WRONLY | O_CREAT | O_APPEND, 0644, false);
+	sites_fd = own_in_trace(&sites_own, path, O_WRONLY | O_CREAT | O_APPEND, 0644, false);
 	if (sites_fd < 0)
 		errno = -sites_fd, sites_fd = -1;
 	/* An exec continues `ftpad record`'s trace; an attach session's ends
@@ -550,8 +602,8 @@ void copy_sites(const char *from_image)
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s/sites", dir, from_image);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/sites", from_image);
+	fd = open_in_trace(path, O_RDONLY, 0);
 	if (fd < 0)
 		return;
 	check_sites_fd();
@@ -573,7 +625,7 @@ void map_budget(bool fresh)
 	reserved = &own_reserved;
 	own_reserved = 0;
 	snprintf(path, sizeof(path), "%s/.budget", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (fresh ? O_TRUNC : 0), 0644);
+	fd = open_in_trace(".budget", O_RDWR | O_CREAT | (fresh ? O_TRUNC : 0), 0644);
 	if (fd >= 0 && !ftruncate(fd, sizeof(*reserved)))
 		p = mmap(NULL, sizeof(*reserved), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p != MAP_FAILED)
@@ -594,6 +646,9 @@ void close_trace_files(void)
 	if (sites_fd >= 0 && ftpad_own_fd_valid(&sites_own, sites_fd))
 		close(sites_fd);
 	sites_fd = -1;
+	if (dir_own.fd >= 0 && ftpad_own_fd_valid(&dir_own, dir_own.fd))
+		close(dir_own.fd);
+	dir_own.fd = -1;
 }
 
 /* The image's end, after its totals: per events file, the events no write

@@ -11,10 +11,18 @@
  *
  * _exit and _Exit end the process without the destructors that end the
  * trace at exit(): the trace ends first.  (glibc's _Exit is an alias of
- * _exit, but a program's call to it binds to the name _Exit.)
+ * _exit, but a program's call to it binds to the name _Exit.)  A raw
+ * exit_group system call passes both: `ftpad record` says so.
+ *
+ * clone(CLONE_VM) without CLONE_SETTLS makes a child that runs on its
+ * parent thread's TLS, the recorder's thread record included: the
+ * recorder is told, so that the child's events are counted as dropped
+ * instead of going into its parent's buffer.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sched.h>
+#include <stdarg.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -63,4 +71,30 @@ FTPAD_API _Noreturn void _exit(int status)
 FTPAD_API _Noreturn void _Exit(int status)
 {
 	exit_now("_Exit", status);
+}
+
+typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
+
+FTPAD_API int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	bool shares_tls = (flags & CLONE_VM) && !(flags & CLONE_SETTLS), counted = false;
+	clone_fn real = (clone_fn)dlsym(RTLD_NEXT, "clone");
+	pid_t *parent_tid, *child_tid;
+	void *tls;
+	va_list ap;
+	int ret;
+
+	/* glibc's clone reads all three whatever the flags: so do we. */
+	va_start(ap, arg);
+	parent_tid = va_arg(ap, pid_t *);
+	tls = va_arg(ap, void *);
+	child_tid = va_arg(ap, pid_t *);
+	va_end(ap);
+	if (shares_tls)
+		counted = ftpad_record_before_clone();
+	ret = real(fn, stack, flags, arg, parent_tid, tls, child_tid);
+	/* A CLONE_VFORK child has exec'ed or exited by now. */
+	if (counted && (flags & CLONE_VFORK))
+		ftpad_record_after_vfork_clone();
+	return ret;
 }

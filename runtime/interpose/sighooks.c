@@ -6,8 +6,13 @@
  * handler's calls and a SIGRETURN event follows them when it returns.  The
  * handler gets its real arguments (the wrapper always asks for SA_SIGINFO
  * and passes (sig, info, context) on only when the program asked for it);
- * the other flags (SA_RESETHAND, SA_NODEFER, SA_RESTART...) and the mask
- * are the program's, and a query returns the program's handler and flags.
+ * the other flags (SA_NODEFER, SA_RESTART...) and the mask are the
+ * program's, and a query returns the program's handler and flags.
+ * SA_RESETHAND is done by the wrapper, not the kernel: the kernel would
+ * put back the real default, without the recorder's end (a crash handler
+ * that logs and raises again would lose the whole trace), and a query
+ * would show the wrapper's SA_SIGINFO; the wrapper puts back what stands
+ * for the default before the handler runs, as the kernel does.
  * glibc's signal() reaches sigaction without the PLT, so both are
  * interposed; libftpad.map gives them glibc's version.
  *
@@ -43,6 +48,20 @@ static int real_sigaction(int sig, const struct sigaction *act, struct sigaction
 	return __sigaction(sig, act, old);
 }
 
+/* SA_RESETHAND's reset, done by the wrapper: the default, which is the
+ * recorder's end for a signal that ends the process. */
+static void reset_to_default(int sig)
+{
+	const struct sigaction *dfl = ftpad_record_default_action(sig);
+	struct sigaction plain = { .sa_handler = SIG_DFL };
+
+	if (!dfl) {
+		sigemptyset(&plain.sa_mask);
+		dfl = &plain;
+	}
+	real_sigaction(sig, dfl, NULL);
+}
+
 static void wrapper(int sig, siginfo_t *info, void *context)
 {
 	void *h = __atomic_load_n(&wrapped[sig].handler, __ATOMIC_ACQUIRE);
@@ -55,6 +74,8 @@ static void wrapper(int sig, siginfo_t *info, void *context)
 	 * that left the mark's. */
 	uintptr_t sp = (uintptr_t)__builtin_dwarf_cfa();
 
+	if (flags & SA_RESETHAND)
+		reset_to_default(sig);
 	ftpad_record_signal(FTPAD_EVENT_SIGNAL, sig, sp);
 	if (flags & SA_SIGINFO)
 		((void (*)(int, siginfo_t *, void *))h)(sig, info, context);
@@ -81,7 +102,7 @@ FTPAD_API int sigaction(int sig, const struct sigaction *act, struct sigaction *
 	if (act && sig > 0 && sig < NSIG && is_handler(act) && ftpad_record_active()) {
 		mine = *act;
 		mine.sa_sigaction = wrapper;
-		mine.sa_flags |= SA_SIGINFO;
+		mine.sa_flags = (act->sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
 		__atomic_store_n(&wrapped[sig].flags, act->sa_flags, __ATOMIC_RELAXED);
 		__atomic_store_n(&wrapped[sig].handler, (void *)act->sa_sigaction,
 				 __ATOMIC_RELEASE);
