@@ -118,9 +118,10 @@ int write_info_head_fd(int fd, char *const *argv, const char *extra)
 	if (extra)
 		fputs(extra, f);
 	/* Room for the lines still to come (clock points, the summary): a
-	 * trace that filled its disk keeps them.  Not every file system can. */
-	if (fflush(f) || fallocate(fileno(f), FALLOC_FL_KEEP_SIZE, 0, 16384)) {
-	}
+	 * trace that filled its disk keeps them.  Not every file system can,
+	 * and a trace is still made without. */
+	if (!fflush(f))
+		fallocate(fileno(f), FALLOC_FL_KEEP_SIZE, 0, 16384);
 	return fclose(f);
 }
 
