@@ -13,7 +13,7 @@ set -euo pipefail
 # installs these alone, so that a fresh machine shows the demo in minutes
 # rather than after the whole test suite's compilers, QEMU and Chromium.
 demo_packages=(
-  cmake make g++ gcc-12-plugin-dev libelf-dev pkg-config binutils
+  cmake make gcc g++ gcc-12-plugin-dev libelf-dev pkg-config binutils
 )
 
 case "${1:-}" in
