@@ -441,9 +441,49 @@ def test_existing_directory_needs_force(prog, tmp_path):
     p = run([FTPAD_BIN, "record", "-o", tmp_path / "trace", "--", prog / "prog"], check=False)
     assert p.returncode == 1 and "exists; remove it or use --force" in p.stderr
     assert (tmp_path / "trace" / "old").exists()
+    (tmp_path / "trace" / "old").unlink()
+    (tmp_path / "trace").rmdir()
+    record(prog, tmp_path, "count", "3")
     p, trace, _ = record(prog, tmp_path, "count", "3", opts=["--force"])
-    assert not (tmp_path / "trace" / "old").exists() and len(trace.images) == 1
+    assert len(trace.images) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]
+
+
+@pytest.mark.parametrize("what", ["folder", "no-format", "extra-file", "file"])
+def test_force_replaces_only_a_trace(prog, tmp_path, what):
+    """--force leaves a user's own directory (or file) as it is: only a
+    trace, an info starting with format= and <pid>.<n> directories, goes."""
+    target = tmp_path / "trace"
+    if what == "file":
+        target.write_text("mine\n")
+    else:
+        target.mkdir()
+        (target / "info").write_text("notes\n" if what == "no-format" else "format=1\n")
+        (target / "1.0").mkdir()
+        if what in ("folder", "extra-file"):
+            (target / "thesis.tex").write_text("mine\n")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    p = run([FTPAD_BIN, "record", "--force", "-o", target, "--", "sh", "-c", "echo ran"],
+            check=False)
+    assert p.returncode == 1 and "is not an ftpad trace" in p.stderr, p.stderr
+    assert "ran" not in p.stdout
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("where", [".", "..", "here"])
+def test_output_holding_the_cwd_is_refused(prog, tmp_path, where):
+    """-o naming the working directory or a parent of it is refused before
+    the program runs, with or without --force."""
+    cwd = tmp_path / "here"
+    cwd.mkdir()
+    (cwd / "mine").write_text("x")
+    out = str(cwd) if where == "here" else where
+    for opts in ([], ["--force"]):
+        p = run([FTPAD_BIN, "record", *opts, "-o", out, "--", "sh", "-c", "echo ran"],
+                check=False, cwd=cwd)
+        assert p.returncode == 1 and "is the current directory or holds it" in p.stderr
+        assert "ran" not in p.stdout
+    assert sorted(p.name for p in cwd.iterdir()) == ["mine"]
 
 
 @pytest.mark.parametrize("early", [False, True], ids=["late", "early"])
