@@ -449,6 +449,18 @@ def test_existing_directory_needs_force(prog, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]
 
 
+def test_a_program_without_pads_is_said(prog, tmp_path):
+    """A program built without the plugin: recorded (its status kept), with
+    a warning that nothing could be traced; none for one with pads."""
+    p = run([FTPAD_BIN, "record", "-o", tmp_path / "t", "--", "sh", "-c", "exit 3"],
+            check=False)
+    assert p.returncode == 3
+    assert "ftpad: warning: 'sh' has no ftpad pads (0 sites): nothing could be traced" \
+        in p.stderr, p.stderr
+    p, _, _ = record(prog, tmp_path, "count", "3")
+    assert "no ftpad pads" not in p.stderr
+
+
 @pytest.mark.parametrize("what", ["folder", "no-format", "extra-file", "file"])
 def test_force_replaces_only_a_trace(prog, tmp_path, what):
     """--force leaves a user's own directory (or file) as it is: only a
