@@ -67,6 +67,7 @@ struct trace_image {
 	size_t nthreads;
 	struct trace_lost_write *lost_writes; /* the image's lost_write= lines */
 	size_t nlost_writes;
+	uint64_t events_said; /* its image's events= (the last): what its files hold */
 };
 
 /* ns = ns0 + (ticks - t0) * mult >> 32: the line through the first and the
