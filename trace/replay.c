@@ -190,7 +190,7 @@ static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_fra
 
 	if (!(f->user & SHOWN))
 		return;
-	if (how != TREE_UNWOUND &&
+	if (how != TREE_UNWOUND && how != TREE_RUNNING &&
 	    (f->user & PENDING ? fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
 					   NO_TEXT, 0, CALL_TEXT(r, f, ";\n"), CALL_LEN(r, f, ";\n"))
 			       : fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
@@ -203,13 +203,13 @@ static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_fra
 			out_mem(r->o, " {}", 3);
 		else
 			out_mem(r->o, CALL_TEXT(r, f, ";"), CALL_LEN(r, f, ";"));
-		if (how == TREE_UNWOUND)
-			out_str(r->o, " /* unwound */");
+		if (how == TREE_UNWOUND || how == TREE_RUNNING)
+			out_str(r->o, how == TREE_UNWOUND ? " /* unwound */" : " /* running */");
 	} else {
 		out_mem(r->o, "} /* ", 5);
 		out_name(r, w->trace, f);
-		if (how == TREE_UNWOUND)
-			out_str(r->o, ", unwound");
+		if (how == TREE_UNWOUND || how == TREE_RUNNING)
+			out_str(r->o, how == TREE_UNWOUND ? ", unwound" : ", running");
 		out_mem(r->o, " */", 3);
 	}
 	out_char(r->o, '\n');

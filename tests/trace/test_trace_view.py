@@ -139,7 +139,7 @@ REPLAY_A = """\
   0.100 us [   100] |     handler();
   0.300 us [   100] |   } /* [signal SIGUSR1] */
   2.500 us [   100] | } /* main */
-# 18 events, 2 LOST (buffer full)
+# 17 events, 2 LOST (buffer full)
 """
 
 
@@ -159,7 +159,7 @@ REPORT_A = """\
     0.100 us    0.100 us    0.100 us    0.100 us           1  leaf
     0.100 us    0.100 us    0.100 us    0.100 us           1  tailer
            -           -           -           -           1  old (entry only)
-# 18 events, 2 LOST (buffer full)
+# 17 events, 2 LOST (buffer full)
 """
 
 
@@ -456,6 +456,28 @@ def test_missing_events_file_or_empty_info_is_an_error(tmp_path, gen, viewer):
     p = ftpad(*viewer, trace, check=False)
     assert p.returncode == 1 and p.stdout == ""
     assert f"ftpad: error: {trace}/info: empty: a trace's info starts with format=1" in p.stderr
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["record", "attach"])
+def test_frames_open_at_the_end(tmp_path, gen, attached):
+    """At the end of an attach (info's attach=) the open frames were still
+    running; at the end of a recorded process they were unwound.  Counts
+    say "1 frame", and events as the summary counts them: a LOST record
+    is not one."""
+    s = Scenario(tmp_path / "o.trace")
+    if attached:
+        s.raw("info attach=1")
+    s.image("1.0", "/bin/x", ["main", "f"]).thread(1, "x")
+    trace = s.evs([(0, "entry", "main", 100), (5, "lost", 0, 3), (9, "entry", "f", 90)]).write(gen)
+    p = ftpad("replay", trace)
+    how = "running" if attached else "unwound"
+    said = "2 frames running at detach" if attached else "2 frames unwound"
+    assert p.stdout.splitlines()[-3:] == [f"  0.000 us [     1] |   f(); /* {how} */",
+                                          f"  0.009 us [     1] | }} /* main, {how} */",
+                                          f"# 2 events, 3 LOST (buffer full), {said}"]
+    s = Scenario(tmp_path / "one.trace").image("1.0", "/bin/x", ["main"]).thread(1, "x")
+    trace = s.evs([(0, "entry", "main", 100)]).write(gen)
+    assert ftpad("replay", trace).stdout.splitlines()[-1] == "# 1 event, 1 frame unwound"
 
 
 def test_not_a_trace_directory(tmp_path):
