@@ -130,11 +130,24 @@ def test_pkg_config(prefix):
     flags = p.stdout.split()
     assert [f for f in flags if f.startswith("-I")] == [f"-I{prefix}/lib/pkgconfig/../../include"]
     assert os.path.samefile(flags[0][2:], prefix / "include")
-    assert os.path.samefile(flags[1][2:], lib) and flags[2] == "-lftpad", flags
+    assert os.path.samefile(flags[1][2:], lib) and flags[3] == "-lftpad", flags
+    assert flags[2] == f"-Wl,-rpath,{flags[1][2:]}", flags
     p = run(["pkg-config", "--modversion", "ftpad"], env=env)
     assert p.stdout.strip() == run([prefix / "bin/ftpad-config", "--version"]).stdout.strip()
     p = run(["pkg-config", "--variable=gcc_plugin", "ftpad"], env=env)
     assert os.path.samefile(p.stdout.strip(), lib / "ftpad/ftpad.so")
+
+
+def test_pkg_config_libs_start_without_ld_library_path(prefix, tmp_path):
+    """A prefix outside the loader's path: `pkg-config --libs` has the
+    rpath that lets the program find libftpad.so."""
+    env = consumer_env(prefix)
+    flags = run(["pkg-config", "--cflags", "--libs", "ftpad"], env=env).stdout.split()
+    src = tmp_path / "uses.c"
+    src.write_text("#include <ftpad.h>\nint main(void) { return ftpad_register_ops == 0; }\n")
+    run(["gcc", src, "-o", tmp_path / "uses", *flags], env=env)
+    env.pop("LD_LIBRARY_PATH")
+    assert run([tmp_path / "uses"], env=env, check=False).returncode == 0
 
 
 def ftpad_config(prefix, *args, cc=None, check=True):
@@ -266,7 +279,7 @@ def test_cmake_instrument_arguments(prefix, tmp_path):
     (src / "CMakeLists.txt").write_text(
         "# SPDX-License-Identifier: MIT\ncmake_minimum_required(VERSION 3.20)\n"
         "project(hello C)\nfind_package(ftpad REQUIRED)\n"
-        "add_executable(hello hello.c)\nftpad_instrument(hello BEFORE 2 POLICY hello.policy)\n"
+        "add_executable(hello hello.c)\nftpad_instrument(hello EXIT BEFORE 2 POLICY hello.policy)\n"
         "add_library(k OBJECT k.c)\ntarget_compile_options(k PRIVATE -fno-pie)\n"
         "ftpad_instrument(k ABI kernel BEFORE 16)\n")
     build = tmp_path / "build"
@@ -274,7 +287,8 @@ def test_cmake_instrument_arguments(prefix, tmp_path):
     run(["cmake", "-S", src, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}"], env=env)
     out = run(["cmake", "--build", build, "--verbose"], env=env).stdout
     assert f"-fplugin-arg-ftpad-policy={src}/hello.policy" in out, out
-    assert "-fplugin-arg-ftpad-abi=user -fplugin-arg-ftpad-before=2" in out, out
+    assert "-fplugin-arg-ftpad-abi=user -fplugin-arg-ftpad-exit=1 -fplugin-arg-ftpad-before=2" \
+        in out, out
     assert "-fplugin-arg-ftpad-abi=kernel -fplugin-arg-ftpad-before=16" in out, out
     p = run(["readelf", "-SW", build / "CMakeFiles/k.dir/k.c.o"])
     assert "__mcount_loc" in p.stdout and "__ftpad_sites" not in p.stdout
