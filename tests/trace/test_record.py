@@ -449,6 +449,21 @@ def test_existing_directory_needs_force(prog, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]
 
 
+def test_libftpads_own_trap_handler_is_not_wrapped(tmp_path):
+    """The SIGTRAP handler of the int3 protocol, set while the recorder
+    runs, is libftpad's own: not wrapped as a program's handler, whose
+    calls get SIGNAL events, so an attach trace shows no [signal SIGTRAP]
+    frames from the patching."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the int3 protocol's SIGTRAP is x86_64's")
+    exe = tmp_path / "trap_action"
+    run(["gcc", "-O2", f"-fplugin={PLUGIN}", "-fplugin-arg-ftpad-exit=1", "-o", exe,
+         SRC / "trap_action.c"])
+    for opts in ([], ["--early"]):
+        p = run([FTPAD_BIN, "record", *opts, "--force", "-o", tmp_path / "t", "--", exe])
+        assert p.stdout == "same\n", (opts, p.stderr)
+
+
 def test_a_program_without_pads_is_said(prog, tmp_path):
     """A program built without the plugin: recorded (its status kept), with
     a warning that nothing could be traced; none for one with pads."""
