@@ -131,7 +131,7 @@ def test_pkg_config(prefix):
     assert [f for f in flags if f.startswith("-I")] == [f"-I{prefix}/lib/pkgconfig/../../include"]
     assert os.path.samefile(flags[0][2:], prefix / "include")
     assert os.path.samefile(flags[1][2:], lib) and flags[3] == "-lftpad", flags
-    assert flags[2] == f"-Wl,-rpath,{flags[1][2:]}", flags
+    assert flags[2].startswith("-Wl,-rpath,") and os.path.samefile(flags[2][11:], lib), flags
     p = run(["pkg-config", "--modversion", "ftpad"], env=env)
     assert p.stdout.strip() == run([prefix / "bin/ftpad-config", "--version"]).stdout.strip()
     p = run(["pkg-config", "--variable=gcc_plugin", "ftpad"], env=env)
@@ -222,6 +222,24 @@ def test_ftpad_config_kbuild_writes_the_specs_file(prefix, tmp_path):
     p = run(["gcc", f"-specs={specs}", "-pg", "-###", "-c", "x.c"], cwd=tmp_path)
     assert f"-fplugin={prefix}/lib/ftpad/ftpad.so" in p.stderr
     assert '"-fplugin-arg-ftpad-abi=kernel"' in p.stderr and ' "-p" ' not in p.stderr
+
+
+def test_the_build_tree_is_a_prefix(tmp_path):
+    """bin/ftpad-config and lib/pkgconfig/ftpad.pc of the build tree, not
+    installed, name files that exist, and --kbuild works there."""
+    flags = ftpad_config(BUILD, "--cflags", cc="gcc").stdout.split()
+    plugin = flags[0].removeprefix("-fplugin=")
+    assert os.path.isfile(plugin) and os.path.isfile(flags[1][2:] + "/ftpad.h"), flags
+    out = ftpad_config(BUILD, f"--kbuild={tmp_path}/kb", cc="gcc").stdout
+    assert (tmp_path / "kb" / "ftpad-kernel.specs").is_file() and "KCFLAGS=-specs=" in out
+    env = {**os.environ, "PKG_CONFIG_PATH": str(BUILD / "lib" / "pkgconfig")}
+    p = run(["pkg-config", "--variable=gcc_plugin", "ftpad"], env=env)
+    assert os.path.isfile(p.stdout.strip()), p.stdout
+    src = tmp_path / "uses.c"
+    src.write_text("#include <ftpad.h>\nint main(void) { return ftpad_register_ops == 0; }\n")
+    flags = run(["pkg-config", "--cflags", "--libs", "ftpad"], env=env).stdout.split()
+    run(["gcc", src, "-o", tmp_path / "uses", *flags])
+    assert run([tmp_path / "uses"], check=False).returncode == 0
 
 
 @pytest.mark.parametrize("page", MAN_PAGES)
