@@ -38,10 +38,10 @@ bool trace_has_exits(const struct trace *t)
 
 void trace_say_no_exits(const struct trace *t, const char *level, const char *cmd)
 {
-	fprintf(stderr, "ftpad: %s: %s: %s has no exit sites, so no call has a duration: "
+	fprintf(stderr, "ftpad: %s: %s: no exit sites, so no call has a duration for %s: "
 		"compile with -fplugin-arg-ftpad-exit=1 (CMake: ftpad_instrument(TARGET EXIT)), "
-		"and give 'ftpad attach' --graph; 'ftpad replay' shows the calls\n", level, cmd,
-		t->dir);
+		"and give 'ftpad attach' --graph; 'ftpad replay' shows the calls\n", level, t->dir,
+		cmd);
 }
 
 uint32_t trace_signal_sym(struct trace *t, uint32_t signo)

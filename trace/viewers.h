@@ -45,8 +45,8 @@ const char *trace_dir_arg(const char *cmd, int argc, char **argv, int *rc);
  * has a duration. */
 bool trace_has_exits(const struct trace *t);
 
-/* "ftpad: LEVEL: CMD: DIR has no exit sites ..." and how to get them, on
- * stderr. */
+/* "ftpad: LEVEL: DIR: no exit sites ... for CMD" and how to get them, on
+ * stderr (the directory first, as every error of a viewer). */
 void trace_say_no_exits(const struct trace *t, const char *level, const char *cmd);
 
 /* "[signal SIGUSR1]": a signal mark's name, interned. */

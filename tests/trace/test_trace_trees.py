@@ -93,10 +93,10 @@ TREES = {
     # parent's image); exit() inside child_side leaves it open: unwound.
     "fork": [("trees", [*CTOR, "main() {", "  leaf();", "} /* main */", "# 6 events"]),
              ("trees, forked from", ["child_side() {", *indent(MID), "} /* child_side, unwound */",
-                                     "# 5 events, 1 frames unwound"])],
+                                     "# 5 events, 1 frame unwound"])],
     # exec inside main: main is left for good; the new program continues.
     "exec": [("trees", [*CTOR, "main() {", *indent(MID), "} /* main, unwound */",
-                        "# 7 events, 1 frames unwound"]),
+                        "# 7 events, 1 frame unwound"]),
              ("trees, exec from", [*CTOR, *REC, "# 12 events"])],
     "signal": [("trees", [*CTOR, "main() {", "  raiser() {", "    [signal SIGUSR1] {",
                           "      on_usr1() {", "        leaf();", "      } /* on_usr1 */",

@@ -415,7 +415,7 @@ def test_viewers_read_ftpad_data_by_default(tmp_path, gen, viewer):
     assert p.returncode == 1 and "ftpad.data: No such file or directory" in p.stderr
 
 
-NO_EXITS = "has no exit sites, so no call has a duration: compile with " \
+NO_EXITS = "no exit sites, so no call has a duration for {}: compile with " \
     "-fplugin-arg-ftpad-exit=1 (CMake: ftpad_instrument(TARGET EXIT))"
 
 
@@ -425,13 +425,13 @@ def test_a_trace_without_exits_says_so(tmp_path, gen):
     s = Scenario(tmp_path / "e.trace").image("1.0", "/bin/x", ["main", "f"], noexit=["main", "f"])
     trace = s.thread(1, "x").evs([(0, "entry", "main", 100), (5, "entry", "f", 90)]).write(gen)
     p = ftpad("report", trace)
-    assert f"ftpad: warning: report: {trace} {NO_EXITS}" in p.stderr, p.stderr
+    assert f"ftpad: warning: {trace}: {NO_EXITS.format('report')}" in p.stderr, p.stderr
     assert re.search(r"\bmain\b", p.stdout)
     for args, cmd in [(["dump", "--folded", trace], "dump --folded"),
                       (["flame", trace, "-o", tmp_path / "f.svg"], "flame")]:
         p = ftpad(*args, check=False)
         assert p.returncode == 1 and p.stdout == "", args
-        assert f"ftpad: error: {cmd}: {trace} {NO_EXITS}" in p.stderr, p.stderr
+        assert f"ftpad: error: {trace}: {NO_EXITS.format(cmd)}" in p.stderr, p.stderr
     assert not (tmp_path / "f.svg").exists()
     # One function with exits is enough: the usual output, no word said.
     s = Scenario(tmp_path / "x.trace").image("1.0", "/bin/x", ["main", "f"], noexit=["main"])
