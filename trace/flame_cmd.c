@@ -30,7 +30,8 @@ static const char flame_usage[] =
 	"  --folded FILE     read folded stacks from FILE\n"
 	"  -o, --output OUT  the SVG to write ('-': stdout)\n"
 	"  --title T         the title drawn above the graph (default: Flame graph)\n"
-	"  --width PX        the image width (default: 1200)\n"
+	"  --width PX        the width drawn (default: 1200); a browser fits the\n"
+	"                    graph to its window\n"
 	"  --min-width PX    leave out frames narrower than PX (default: 0.1)\n"
 	"  --raw-names       C++ names as the program has them, not demangled\n";
 
