@@ -442,6 +442,10 @@ static int record_dir(int argc, char **argv)
 	if (install_dir(abs, o.d.dir))
 		return 1;
 	print_summary(&sum, o.d.dir);
+	if (!sum.sites && !sum.events)
+		fprintf(stderr, "ftpad: warning: '%s' has no ftpad pads (0 sites): nothing could "
+			"be traced; compile it with the ftpad plugin ('ftpad-config --cflags', or "
+			"ftpad_instrument() in CMake)\n", o.argv[0]);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return code;

@@ -70,12 +70,82 @@ int find_library(char *out, size_t size)
 	return -1;
 }
 
+/* Whether path is the working directory or one of its parents: a trace
+ * put there would replace the directory the user stands in. */
+static bool holds_cwd(const char *path)
+{
+	char real[PATH_MAX], cwd[PATH_MAX];
+	size_t n;
+
+	if (!realpath(path, real) || !getcwd(cwd, sizeof(cwd)))
+		return false;
+	n = strlen(real);
+	if (n == 1) /* "/" */
+		return true;
+	return !strncmp(cwd, real, n) && (cwd[n] == '/' || !cwd[n]);
+}
+
+/* An image directory's name: <pid>.<n>. */
+static bool image_name(const char *name)
+{
+	size_t digits = strspn(name, "0123456789");
+
+	return digits && name[digits] == '.' && name[digits + 1] &&
+	       strspn(name + digits + 1, "0123456789") == strlen(name + digits + 1);
+}
+
+/* Whether the directory dir (not a link) is an ftpad trace, which --force
+ * may replace: an info whose first line is format=..., and beside it only
+ * what a recorder writes (.budget, <pid>.<n> directories).  Anything
+ * else, a user's own folder most likely, is left alone. */
+static bool is_trace_dir(const char *dir)
+{
+	int fd = open_trace_dir(dir), info;
+	DIR *entries = fd < 0 ? NULL : fdopendir(fd);
+	char head[8] = "";
+	bool shaped = true;
+	struct dirent *d;
+
+	if (!entries) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	info = openat(fd, "info", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (info < 0 || read(info, head, 7) != 7 || strncmp(head, "format=", 7))
+		shaped = false;
+	if (info >= 0)
+		close(info);
+	while (shaped && (d = readdir(entries))) {
+		struct stat st;
+
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
+		    !strcmp(d->d_name, "info") || !strcmp(d->d_name, ".budget"))
+			continue;
+		shaped = image_name(d->d_name) &&
+			 !fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISDIR(st.st_mode);
+	}
+	closedir(entries);
+	return shaped;
+}
+
 int create_trace_tmp(const char *dir, bool force, char *abs)
 {
 	char tmp[PATH_MAX];
 
+	if (holds_cwd(dir)) {
+		fprintf(stderr, "ftpad: error: '%s' is the current directory or holds it: name a "
+			"directory for the trace alone (default ftpad.data)\n", dir);
+		return -1;
+	}
 	if (!force && !access(dir, F_OK)) {
 		fprintf(stderr, "ftpad: error: '%s' exists; remove it or use --force\n", dir);
+		return -1;
+	}
+	if (force && !access(dir, F_OK) && !is_trace_dir(dir)) {
+		fprintf(stderr, "ftpad: error: '%s' is not an ftpad trace (an 'info' starting "
+			"with 'format=', and only <pid>.<n> directories beside it): --force "
+			"replaces only a trace; left as it is\n", dir);
 		return -1;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", dir, getpid());

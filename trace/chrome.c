@@ -48,6 +48,8 @@ static void chrome_close(struct tree_walk *w, struct tree_frame *f, int64_t end,
 	event_head(c, w->trace, trace_frame_name(w->trace, f), trace_frame_cat(f), 'E', end);
 	if (how == TREE_UNWOUND)
 		out_str(c->o, ",\"args\":{\"unwound\":true}");
+	else if (how == TREE_RUNNING)
+		out_str(c->o, ",\"args\":{\"running\":true}");
 	else if (how == TREE_TAIL_EXITED)
 		out_str(c->o, ",\"args\":{\"tail_call\":true}");
 	out_str(c->o, c->pid_tid);

@@ -6,7 +6,7 @@
 #include "viewers.h"
 
 static const char dump_usage[] =
-	"usage: ftpad dump --chrome|--perfetto|--folded [-o FILE] [--raw-names] DIR\n";
+	"usage: ftpad dump --chrome|--perfetto|--folded [-o FILE] [--raw-names] [DIR]\n";
 
 int trace_cmd_dump(int argc, char **argv)
 {
@@ -23,6 +23,7 @@ int trace_cmd_dump(int argc, char **argv)
 	const char *out = NULL;
 	unsigned open_flags = 0;
 	struct trace t;
+	const char *dir;
 	int c, rc;
 
 	optind = 1;
@@ -39,9 +40,10 @@ int trace_cmd_dump(int argc, char **argv)
 	}
 	if (!dump)
 		return trace_usage_error("dump: %s", "say which format: --chrome, --perfetto or --folded");
-	if (optind != argc - 1)
-		return trace_usage_error("dump: %s", "want one trace directory");
-	if (trace_open(&t, argv[optind], open_flags))
+	dir = trace_dir_arg("dump", argc, argv, &rc);
+	if (!dir)
+		return rc;
+	if (trace_open(&t, dir, open_flags))
 		return 1;
 	rc = dump(&t, out);
 	trace_close(&t);

@@ -499,7 +499,8 @@ static void put_head(FILE *f, const struct ftpad_flame_tree *t, const struct lay
 	fputs("<!-- made by ftpad flame: click a frame to zoom, Ctrl-F to search -->\n", f);
 	fprintf(f, "<style type=\"text/css\"><![CDATA[\n%s]]></style>\n", style);
 	fprintf(f, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n", flame_script);
-	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"#f8f8f0\"/>\n",
+	fprintf(f, "<rect id=\"background\" x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" "
+		"fill=\"#f8f8f0\"/>\n",
 		l->width, l->height);
 	fprintf(f, "<text id=\"title\" x=\"%.1f\" y=\"22\">", l->width / 2.0);
 	put_escaped(f, title, SIZE_MAX);

@@ -79,6 +79,22 @@ function ask() {
   var term = window.prompt("Search for (a regular expression or text):", "");
   if (term !== null) search(term);
 }
+/* The graph takes the window's width, and follows it as it changes: drawn
+ * at --width for a viewer without scripts (an <img>, a converter). */
+function fit() {
+  var w = Math.max(Math.floor(window.innerWidth), 2 * PAD + 100);
+  if (!window.innerWidth || w === W) return;
+  W = w;
+  svg.setAttribute("width", W);
+  svg.setAttribute("viewBox", "0 0 " + W + " " + svg.getAttribute("height"));
+  document.getElementById("background").setAttribute("width", W);
+  document.getElementById("title").setAttribute("x", (W / 2).toFixed(1));
+  document.getElementById("search").setAttribute("x", W - PAD - 110);
+  document.getElementById("clear").setAttribute("x", W - PAD - 45);
+  matched.setAttribute("x", W - PAD);
+  if (zoomed) zoom(zoomed);
+  else frames.forEach(function (f) { place(f, 0, total); });
+}
 function init() {
   W = +svg.getAttribute("width");
   total = +svg.getAttribute("data-total");
@@ -111,6 +127,8 @@ function init() {
   };
   window.ftpadReset = reset;
   window.ftpadSearch = search;
+  fit();
+  window.addEventListener("resize", fit);
 }
 window.addEventListener("load", init);
 })();

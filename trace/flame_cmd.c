@@ -21,15 +21,17 @@
 
 static const char flame_usage[] =
 	"usage: ftpad flame [--title T] [--width PX] [--min-width PX] --folded FILE -o OUT.svg\n"
-	"       ftpad flame [--title T] [--width PX] [--min-width PX] [--raw-names] DIR -o OUT.svg\n"
+	"       ftpad flame [--title T] [--width PX] [--min-width PX] [--raw-names] [DIR] -o OUT.svg\n"
 	"\n"
 	"Write a self-contained SVG flame graph (click a frame to zoom, Ctrl-F to\n"
 	"search) from folded stacks ('f1;f2;f3 NS' lines, as 'ftpad dump --folded'\n"
-	"writes them; FILE '-' is stdin) or from a trace directory.\n"
+	"writes them; FILE '-' is stdin) or from a trace directory (default\n"
+	"ftpad.data).\n"
 	"  --folded FILE     read folded stacks from FILE\n"
 	"  -o, --output OUT  the SVG to write ('-': stdout)\n"
 	"  --title T         the title drawn above the graph (default: Flame graph)\n"
-	"  --width PX        the image width (default: 1200)\n"
+	"  --width PX        the width drawn (default: 1200); a browser fits the\n"
+	"                    graph to its window\n"
 	"  --min-width PX    leave out frames narrower than PX (default: 0.1)\n"
 	"  --raw-names       C++ names as the program has them, not demangled\n";
 
@@ -106,8 +108,10 @@ static int parse_flame(int argc, char **argv, struct flame_args *a)
 		a->dir = argv[optind++];
 	if (optind < argc)
 		return flame_usage_error("unexpected argument '%s'", argv[optind]);
-	if (!a->folded == !a->dir)
+	if (a->folded && a->dir)
 		return flame_usage_error("%s", "give either --folded FILE or a trace DIR");
+	if (!a->folded && !a->dir)
+		a->dir = TRACE_DEFAULT_DIR;
 	if (!a->output)
 		return flame_usage_error("%s", "missing -o OUT.svg");
 	a->opts.input_name = a->folded ? a->folded : a->dir;
@@ -179,6 +183,10 @@ struct ftpad_flame_tree *ftpad_flame_tree_from_trace(const char *dir, unsigned o
 
 	if (trace_open(&t, dir, open_flags))
 		goto out;
+	if (!trace_has_exits(&t)) { /* no frame would have a width */
+		trace_say_no_exits(&t, "error", "flame");
+		goto out;
+	}
 	n = trace_collect_paths(&t, &paths);
 	shown = paths_shown(paths, n);
 	node = malloc((n + 1) * sizeof(*node));

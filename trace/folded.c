@@ -135,7 +135,13 @@ static int by_stack(const void *a, const void *b)
 
 int trace_dump_folded(struct trace *t, const char *out)
 {
-	struct out *o = out_open(out);
+	struct out *o;
+
+	if (!trace_has_exits(t)) { /* every line would be empty */
+		trace_say_no_exits(t, "error", "dump --folded");
+		return 1;
+	}
+	o = out_open(out);
 
 	return o ? trace_write_folded(t, o) : 1;
 }

@@ -176,7 +176,7 @@ static int follow(struct live_opts *o, pid_t child)
 }
 
 static const char live_usage[] =
-	"usage: ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] [--raw-names] DIR\n"
+	"usage: ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] [--raw-names] [DIR]\n"
 	"       ftpad live [--interval MS] [--iterations N] [-n ROWS] [-s KEY] [--raw-names]\n"
 	"                  -- PROG [ARGS...]\n";
 
@@ -237,9 +237,10 @@ int trace_cmd_live(int argc, char **argv)
 		fprintf(stderr, "ftpad: live: the trace is kept in %s\n", tmp);
 		return rc;
 	}
-	if (optind != argc - 1)
-		return trace_usage_error("live: %s", "want a trace directory, or -- PROG ARGS");
-	o.dir = argv[optind];
+	o.dir = optind == argc ? TRACE_DEFAULT_DIR : argv[optind];
+	if (optind < argc - 1)
+		return trace_usage_error("live: want a trace directory (default %s), or -- PROG ARGS",
+					 TRACE_DEFAULT_DIR);
 	if (access(o.dir, F_OK))
 		return fprintf(stderr, "ftpad: error: %s: %s\n", o.dir, strerror(errno)), 1;
 	return follow(&o, -1);

@@ -150,8 +150,10 @@ static void perfetto_open(struct tree_walk *w, struct tree_frame *f)
 
 static void perfetto_close(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how)
 {
+	const char *why = how == TREE_UNWOUND ? "unwound" : how == TREE_RUNNING ? "running" : NULL;
+
 	(void)f;
-	emit_event(w->ctx, end, TYPE_SLICE_END, NULL, how == TREE_UNWOUND ? "unwound" : NULL);
+	emit_event(w->ctx, end, TYPE_SLICE_END, NULL, why);
 }
 
 static void perfetto_entry_only(struct tree_walk *w, uint32_t func, int64_t time)

@@ -312,6 +312,11 @@ static int read_info(struct trace *t)
 			rc = trace_error("%s: %s", path, why);
 		goto out;
 	}
+	if (!*text) {
+		rc = trace_error("%s: empty: a trace's info starts with format=%d (was its recording "
+				 "killed before it began?)", path, FTPAD_TRACE_VERSION);
+		goto out;
+	}
 	for (line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
 		char *v = strchr(line, '=');
 
@@ -326,6 +331,8 @@ static int read_info(struct trace *t)
 			snprintf(t->clock_name, sizeof(t->clock_name), "%s", v);
 		else if (!strcmp(line, "command"))
 			replace_str(&t->command, v);
+		else if (!strcmp(line, "attach"))
+			t->attached = 1;
 		else if (!strcmp(line, "clock_sync"))
 			rc = parse_clock_sync(t, path, v, pairs, &npairs);
 	}
@@ -403,6 +410,8 @@ static int read_image_file(struct trace_image *im, const char *path)
 			replace_str(&im->exec_from, v);
 		else if (!strcmp(line, "lost_write"))
 			add_lost_write(im, v);
+		else if (!strcmp(line, "events"))
+			im->events_said = strtoull(v, NULL, 10);
 	}
 	free(text);
 	return 0;
@@ -655,6 +664,10 @@ static int read_images(struct trace *t)
 			rc = read_sites(t, im, dir);
 		if (!rc)
 			rc = read_threads(t, im, dir);
+		if (!rc && !t->quiet && im->events_said && !im->nthreads)
+			rc = trace_error("%s/<tid>.events: missing: %s/image says events=%llu, and "
+					 "no events file is there", dir, dir,
+					 (unsigned long long)im->events_said);
 		if (!rc)
 			match_lost_writes(im);
 		free(file);

@@ -67,6 +67,7 @@ struct trace_image {
 	size_t nthreads;
 	struct trace_lost_write *lost_writes; /* the image's lost_write= lines */
 	size_t nlost_writes;
+	uint64_t events_said; /* its image's events= (the last): what its files hold */
 };
 
 /* ns = ns0 + (ticks - t0) * mult >> 32: the line through the first and the
@@ -105,6 +106,7 @@ struct trace {
 	uint64_t warnings; /* cut files, unknown site ids ... said on stderr */
 	int quiet;         /* live: a file being written is not cut short */
 	int raw_names;     /* C++ names as the sites file has them, not demangled */
+	int attached;      /* made by ftpad attach (info's attach=): it ended, the program did not */
 };
 
 enum trace_open_flags {

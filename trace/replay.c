@@ -190,7 +190,7 @@ static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_fra
 
 	if (!(f->user & SHOWN))
 		return;
-	if (how != TREE_UNWOUND &&
+	if (how != TREE_UNWOUND && how != TREE_RUNNING &&
 	    (f->user & PENDING ? fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
 					   NO_TEXT, 0, CALL_TEXT(r, f, ";\n"), CALL_LEN(r, f, ";\n"))
 			       : fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
@@ -203,13 +203,13 @@ static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_fra
 			out_mem(r->o, " {}", 3);
 		else
 			out_mem(r->o, CALL_TEXT(r, f, ";"), CALL_LEN(r, f, ";"));
-		if (how == TREE_UNWOUND)
-			out_str(r->o, " /* unwound */");
+		if (how == TREE_UNWOUND || how == TREE_RUNNING)
+			out_str(r->o, how == TREE_UNWOUND ? " /* unwound */" : " /* running */");
 	} else {
 		out_mem(r->o, "} /* ", 5);
 		out_name(r, w->trace, f);
-		if (how == TREE_UNWOUND)
-			out_str(r->o, ", unwound");
+		if (how == TREE_UNWOUND || how == TREE_RUNNING)
+			out_str(r->o, how == TREE_UNWOUND ? ", unwound" : ", running");
 		out_mem(r->o, " */", 3);
 	}
 	out_char(r->o, '\n');
@@ -315,7 +315,7 @@ static int tid_wanted(const char *tids, uint32_t tid)
 }
 
 static const char replay_usage[] =
-	"usage: ftpad replay [-F GLOB]... [-N GLOB]... [--tid TID[,TID...]] [--raw-names] DIR\n";
+	"usage: ftpad replay [-F GLOB]... [-N GLOB]... [--tid TID[,TID...]] [--raw-names] [DIR]\n";
 
 int trace_cmd_replay(int argc, char **argv)
 {
@@ -329,7 +329,7 @@ int trace_cmd_replay(int argc, char **argv)
 	};
 	char **only = calloc((size_t)argc, sizeof(char *)), **hide = calloc((size_t)argc, sizeof(char *));
 	size_t nonly = 0, nhide = 0, i, j;
-	const char *tids = NULL;
+	const char *tids = NULL, *dir;
 	unsigned open_flags = 0;
 	struct replay r = { 0 };
 	struct tree_walk w;
@@ -352,9 +352,10 @@ int trace_cmd_replay(int argc, char **argv)
 		else
 			return trace_usage_error("replay: bad option '%s'", argv[optind - 1]);
 	}
-	if (optind != argc - 1)
-		return trace_usage_error("replay: %s", "want one trace directory");
-	if (trace_open(&t, argv[optind], open_flags))
+	dir = trace_dir_arg("replay", argc, argv, &rc);
+	if (!dir)
+		return rc;
+	if (trace_open(&t, dir, open_flags))
 		return 1;
 	r.o = out_open(NULL);
 	r.only = match_globs(&t, only, nonly);

@@ -8,7 +8,7 @@
 #include "viewers.h"
 
 static const char report_usage[] =
-	"usage: ftpad report [-s total|self|calls|avg|max|name] [--raw-names] DIR\n";
+	"usage: ftpad report [-s total|self|calls|avg|max|name] [--raw-names] [DIR]\n";
 
 int trace_cmd_report(int argc, char **argv)
 {
@@ -27,6 +27,7 @@ int trace_cmd_report(int argc, char **argv)
 	uint32_t *order;
 	char said[256];
 	size_t n;
+	const char *dir;
 	int c, rc;
 
 	optind = 1;
@@ -41,10 +42,13 @@ int trace_cmd_report(int argc, char **argv)
 		if (c == '?')
 			return trace_usage_error("report: bad option '%s'", argv[optind - 1]);
 	}
-	if (optind != argc - 1)
-		return trace_usage_error("report: %s", "want one trace directory");
-	if (trace_open(&t, argv[optind], open_flags))
+	dir = trace_dir_arg("report", argc, argv, &rc);
+	if (!dir)
+		return rc;
+	if (trace_open(&t, dir, open_flags))
 		return 1;
+	if (!trace_has_exits(&t))
+		trace_say_no_exits(&t, "warning", "report");
 	stats_collect(&t, &s, &total);
 	n = stats_order(&t, &s, key, &order);
 	o = out_open(NULL);

@@ -13,7 +13,7 @@ int trace_cmd_report(int argc, char **argv);
 int trace_cmd_dump(int argc, char **argv);
 int trace_cmd_live(int argc, char **argv);
 
-/* `ftpad flame [--title T] [--width PX] [--min-width PX] (--folded FILE | DIR)
+/* `ftpad flame [--title T] [--width PX] [--min-width PX] [--folded FILE | DIR]
  * -o OUT.svg`.  Writes OUT.svg through a temporary in the same directory
  * and a rename. */
 int trace_cmd_flame(int argc, char **argv);

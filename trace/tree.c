@@ -32,6 +32,7 @@ void tree_stats_add(struct tree_stats *to, const struct tree_stats *s)
 	to->unknown_kinds += s->unknown_kinds;
 	to->unknown_sites += s->unknown_sites;
 	to->unwound += s->unwound;
+	to->running += s->running;
 	if (s->unwritten && !to->unwritten)
 		memcpy(to->unwritten_cause, s->unwritten_cause, sizeof(to->unwritten_cause));
 	to->unwritten += s->unwritten;
@@ -54,7 +55,7 @@ void tree_walk_all(struct tree_walk *w)
 
 void tree_stats_say(const struct tree_stats *s, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%" PRIu64 " events", s->events);
+	int n = snprintf(buf, len, "%" PRIu64 " event%s", s->events, s->events == 1 ? "" : "s");
 
 	if (s->lost && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " LOST (buffer full)", s->lost);
@@ -62,13 +63,17 @@ void tree_stats_say(const struct tree_stats *s, char *buf, size_t len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " LOST: not written (%s)", s->unwritten,
 			      s->unwritten_cause);
 	if (s->unwound && n >= 0 && (size_t)n < len)
-		n += snprintf(buf + n, len - n, ", %" PRIu64 " frames unwound", s->unwound);
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s unwound", s->unwound,
+			      s->unwound == 1 ? "" : "s");
+	if (s->running && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s running at detach", s->running,
+			      s->running == 1 ? "" : "s");
 	if (s->stray_exits && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " exit%s without an entry skipped",
 			      s->stray_exits, s->stray_exits == 1 ? "" : "s");
 	if (s->stray_sigreturns && n >= 0 && (size_t)n < len)
-		n += snprintf(buf + n, len - n, ", %" PRIu64 " signal returns without a signal",
-			      s->stray_sigreturns);
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " signal return%s without a signal",
+			      s->stray_sigreturns, s->stray_sigreturns == 1 ? "" : "s");
 	if ((s->unknown_kinds || s->unknown_sites) && n >= 0 && (size_t)n < len)
 		snprintf(buf + n, len - n, ", %" PRIu64 " unknown events skipped",
 			 s->unknown_kinds + s->unknown_sites);

@@ -14,6 +14,7 @@ enum tree_end {
 	TREE_EXITED,      /* through an exit site */
 	TREE_TAIL_EXITED, /* through a tail exit site */
 	TREE_UNWOUND,     /* left without one: longjmp, an exception, the end of the file */
+	TREE_RUNNING,     /* still open when an attach ended: the program went on in it */
 };
 
 struct tree_frame {
@@ -26,7 +27,9 @@ struct tree_frame {
 };
 
 struct tree_stats {
-	uint64_t events, lost, stray_exits, stray_sigreturns, unknown_kinds, unknown_sites, unwound;
+	uint64_t events; /* as the summary counts them: LOST records are not */
+	uint64_t lost, stray_exits, stray_sigreturns, unknown_kinds, unknown_sites, unwound;
+	uint64_t running; /* frames open when the attach ended */
 	uint64_t unwritten;         /* events the recorder could not write */
 	char unwritten_cause[16];   /* the first cause: an errno name */
 };

@@ -43,6 +43,8 @@ static inline TREE_INLINE void walk_pop(
 
 	if (how == TREE_UNWOUND)
 		w->st.unwound++;
+	else if (how == TREE_RUNNING)
+		w->st.running++;
 	if (ops->close)
 		ops->close(w, f, end, how);
 	if (--w->depth)
@@ -146,6 +148,7 @@ static inline TREE_INLINE void walk_event(
 			w->st.stray_exits++;
 		break;
 	case FTPAD_EVENT_LOST:
+		w->st.events--; /* a count of others, not an event: the summary's way */
 		w->st.lost += e->sp;
 		if (ops->lost)
 			ops->lost(w, e->sp, now);
@@ -185,8 +188,8 @@ static inline TREE_INLINE void tree_walk_thread_with(
 	w->last = th->nevents ? trace_ticks_to_ns(&clock, e->time) : 0;
 	for (; e < end; e++)
 		walk_event(w, ops, sites, nsites, e, trace_ticks_to_ns(&clock, e->time));
-	while (w->depth) /* still open at the end: exit(), pthread_exit(), killed */
-		walk_pop(w, ops, w->last, TREE_UNWOUND);
+	while (w->depth) /* still open at the end: exit(), pthread_exit(), killed, detached */
+		walk_pop(w, ops, w->last, w->trace->attached ? TREE_RUNNING : TREE_UNWOUND);
 	if (th->unwritten) { /* where in the file they belonged is not known: at its end */
 		w->st.unwritten = th->unwritten;
 		memcpy(w->st.unwritten_cause, th->unwritten_cause, sizeof(w->st.unwritten_cause));

@@ -6,6 +6,8 @@
 #ifndef FTPAD_TRACE_VIEWERS_H
 #define FTPAD_TRACE_VIEWERS_H
 
+#include <stdbool.h>
+
 #include "trace_commands.h"
 #include "tree.h"
 
@@ -29,6 +31,23 @@ struct out;
 int trace_write_folded(struct trace *t, struct out *o);
 
 int trace_usage_error(const char *fmt, const char *arg);
+
+/* Where `ftpad record` writes when -o names no directory, and so what a
+ * viewer reads when it is given none. */
+#define TRACE_DEFAULT_DIR "ftpad.data"
+
+/* The trace directory a viewer named cmd reads: the one argument left at
+ * argv[optind], or TRACE_DEFAULT_DIR when none is; NULL after the usage
+ * error for more (*rc: its exit code). */
+const char *trace_dir_arg(const char *cmd, int argc, char **argv, int *rc);
+
+/* Whether any function of the trace has exit sites: without them no call
+ * has a duration. */
+bool trace_has_exits(const struct trace *t);
+
+/* "ftpad: LEVEL: DIR: no exit sites ... for CMD" and how to get them, on
+ * stderr (the directory first, as every error of a viewer). */
+void trace_say_no_exits(const struct trace *t, const char *level, const char *cmd);
 
 /* "[signal SIGUSR1]": a signal mark's name, interned. */
 uint32_t trace_signal_sym(struct trace *t, uint32_t signo);

@@ -196,6 +196,12 @@ static void on_sigtrap(int sig, siginfo_t *info, void *ctx)
 	chain_sigtrap(sig, info, ctx);
 }
 
+/* glibc's own entry point, not libftpad.so's interposed sigaction: that
+ * one wraps a handler set while the recorder runs so that its calls are
+ * bracketed by SIGNAL events, and the traps of our own patching would be
+ * recorded as the program's [signal SIGTRAP] frames. */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
 static int install_sigtrap(void)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigtrap,
@@ -213,7 +219,7 @@ static int install_sigtrap(void)
 	sigfillset(&sa.sa_mask);
 	sigdelset(&sa.sa_mask, SIGTRAP);
 	sa.sa_flags |= SA_NODEFER;
-	if (sigaction(SIGTRAP, &sa, &chained) < 0)
+	if (__sigaction(SIGTRAP, &sa, &chained) < 0)
 		return -errno;
 	trap_installed = true;
 	return 0;

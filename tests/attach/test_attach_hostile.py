@@ -170,13 +170,14 @@ def test_force_replaces_a_trace_without_following_its_links(progs, nobody_victim
     (keep / "file").write_text("kept\n")
     old = out / "t"
     (old / "1.0" / "deep").mkdir(parents=True)
+    (old / "info").write_text("format=1\n")
     (old / "1.0" / "image").write_text("events=1\n")
-    (old / "link").symlink_to(keep)
+    (old / "1.0" / "link").symlink_to(keep)
     (old / "1.0" / "deep" / "link").symlink_to(keep / "file")
     run([FTPAD_BIN, "attach", nobody_victim.pid, "--library", progs["fake"], "-o", old,
          "--force", "--duration", "0.2"], timeout=120)
     assert (keep / "file").read_text() == "kept\n"
-    assert not (old / "link").exists() and not list(out.glob("t.old-*"))
+    assert not (old / "1.0" / "link").exists() and not list(out.glob("t.old-*"))
     nobody_victim.finish()
 
 

@@ -130,11 +130,24 @@ def test_pkg_config(prefix):
     flags = p.stdout.split()
     assert [f for f in flags if f.startswith("-I")] == [f"-I{prefix}/lib/pkgconfig/../../include"]
     assert os.path.samefile(flags[0][2:], prefix / "include")
-    assert os.path.samefile(flags[1][2:], lib) and flags[2] == "-lftpad", flags
+    assert os.path.samefile(flags[1][2:], lib) and flags[3] == "-lftpad", flags
+    assert flags[2].startswith("-Wl,-rpath,") and os.path.samefile(flags[2][11:], lib), flags
     p = run(["pkg-config", "--modversion", "ftpad"], env=env)
     assert p.stdout.strip() == run([prefix / "bin/ftpad-config", "--version"]).stdout.strip()
     p = run(["pkg-config", "--variable=gcc_plugin", "ftpad"], env=env)
     assert os.path.samefile(p.stdout.strip(), lib / "ftpad/ftpad.so")
+
+
+def test_pkg_config_libs_start_without_ld_library_path(prefix, tmp_path):
+    """A prefix outside the loader's path: `pkg-config --libs` has the
+    rpath that lets the program find libftpad.so."""
+    env = consumer_env(prefix)
+    flags = run(["pkg-config", "--cflags", "--libs", "ftpad"], env=env).stdout.split()
+    src = tmp_path / "uses.c"
+    src.write_text("#include <ftpad.h>\nint main(void) { return ftpad_register_ops == 0; }\n")
+    run(["gcc", src, "-o", tmp_path / "uses", *flags], env=env)
+    env.pop("LD_LIBRARY_PATH")
+    assert run([tmp_path / "uses"], env=env, check=False).returncode == 0
 
 
 def ftpad_config(prefix, *args, cc=None, check=True):
@@ -211,6 +224,24 @@ def test_ftpad_config_kbuild_writes_the_specs_file(prefix, tmp_path):
     assert '"-fplugin-arg-ftpad-abi=kernel"' in p.stderr and ' "-p" ' not in p.stderr
 
 
+def test_the_build_tree_is_a_prefix(tmp_path):
+    """bin/ftpad-config and lib/pkgconfig/ftpad.pc of the build tree, not
+    installed, name files that exist, and --kbuild works there."""
+    flags = ftpad_config(BUILD, "--cflags", cc="gcc").stdout.split()
+    plugin = flags[0].removeprefix("-fplugin=")
+    assert os.path.isfile(plugin) and os.path.isfile(flags[1][2:] + "/ftpad.h"), flags
+    out = ftpad_config(BUILD, f"--kbuild={tmp_path}/kb", cc="gcc").stdout
+    assert (tmp_path / "kb" / "ftpad-kernel.specs").is_file() and "KCFLAGS=-specs=" in out
+    env = {**os.environ, "PKG_CONFIG_PATH": str(BUILD / "lib" / "pkgconfig")}
+    p = run(["pkg-config", "--variable=gcc_plugin", "ftpad"], env=env)
+    assert os.path.isfile(p.stdout.strip()), p.stdout
+    src = tmp_path / "uses.c"
+    src.write_text("#include <ftpad.h>\nint main(void) { return ftpad_register_ops == 0; }\n")
+    flags = run(["pkg-config", "--cflags", "--libs", "ftpad"], env=env).stdout.split()
+    run(["gcc", src, "-o", tmp_path / "uses", *flags])
+    assert run([tmp_path / "uses"], check=False).returncode == 0
+
+
 @pytest.mark.parametrize("page", MAN_PAGES)
 def test_man_page_renders_without_warnings(prefix, page):
     if shutil.which("man") is None:
@@ -266,7 +297,7 @@ def test_cmake_instrument_arguments(prefix, tmp_path):
     (src / "CMakeLists.txt").write_text(
         "# SPDX-License-Identifier: MIT\ncmake_minimum_required(VERSION 3.20)\n"
         "project(hello C)\nfind_package(ftpad REQUIRED)\n"
-        "add_executable(hello hello.c)\nftpad_instrument(hello BEFORE 2 POLICY hello.policy)\n"
+        "add_executable(hello hello.c)\nftpad_instrument(hello EXIT BEFORE 2 POLICY hello.policy)\n"
         "add_library(k OBJECT k.c)\ntarget_compile_options(k PRIVATE -fno-pie)\n"
         "ftpad_instrument(k ABI kernel BEFORE 16)\n")
     build = tmp_path / "build"
@@ -274,7 +305,8 @@ def test_cmake_instrument_arguments(prefix, tmp_path):
     run(["cmake", "-S", src, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}"], env=env)
     out = run(["cmake", "--build", build, "--verbose"], env=env).stdout
     assert f"-fplugin-arg-ftpad-policy={src}/hello.policy" in out, out
-    assert "-fplugin-arg-ftpad-abi=user -fplugin-arg-ftpad-before=2" in out, out
+    assert "-fplugin-arg-ftpad-abi=user -fplugin-arg-ftpad-exit=1 -fplugin-arg-ftpad-before=2" \
+        in out, out
     assert "-fplugin-arg-ftpad-abi=kernel -fplugin-arg-ftpad-before=16" in out, out
     p = run(["readelf", "-SW", build / "CMakeFiles/k.dir/k.c.o"])
     assert "__mcount_loc" in p.stdout and "__ftpad_sites" not in p.stdout

@@ -211,6 +211,27 @@ def test_svg_renders_in_chromium(chromium, tmp_path):
     assert rows[y][x] == fill
 
 
+def test_width_follows_the_window(chromium, tmp_path):
+    """Drawn 1200 px wide, the graph takes the window's width on load and
+    follows it when it changes, a zoom kept."""
+    svg = flame(tmp_path, FOLDED)
+    width_of = """(() => [+document.documentElement.getAttribute('width'),
+        +document.getElementById('background').getAttribute('width'),
+        [...document.querySelectorAll('g.frame')].find(g => g.getAttribute('data-name')
+            === 'all').querySelector('rect').getAttribute('width')])()"""
+    try:
+        chromium.set_viewport(800, 700)
+        open_svg(chromium, svg)
+        assert chromium.eval(width_of) == [800, 800, f"{800 - 20:.2f}"]
+        chromium.eval("ftpadZoom('work')")
+        chromium.set_viewport(1500, 700)
+        chromium.eval("new Promise(r => setTimeout(r, 200))")
+        assert chromium.eval(width_of) == [1500, 1500, f"{1500 - 20:.2f}"]
+        assert frame_state(chromium)["work"][0] == pytest.approx(1500 - 20, abs=0.01)
+    finally:
+        chromium.set_viewport(WIDTH, 700)
+
+
 def test_click_on_a_frame_zooms_to_it(chromium, tmp_path):
     svg = flame(tmp_path, FOLDED)
     open_svg(chromium, svg)

@@ -441,9 +441,76 @@ def test_existing_directory_needs_force(prog, tmp_path):
     p = run([FTPAD_BIN, "record", "-o", tmp_path / "trace", "--", prog / "prog"], check=False)
     assert p.returncode == 1 and "exists; remove it or use --force" in p.stderr
     assert (tmp_path / "trace" / "old").exists()
+    (tmp_path / "trace" / "old").unlink()
+    (tmp_path / "trace").rmdir()
+    record(prog, tmp_path, "count", "3")
     p, trace, _ = record(prog, tmp_path, "count", "3", opts=["--force"])
-    assert not (tmp_path / "trace" / "old").exists() and len(trace.images) == 1
+    assert len(trace.images) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]
+
+
+def test_libftpads_own_trap_handler_is_not_wrapped(tmp_path):
+    """The SIGTRAP handler of the int3 protocol, set while the recorder
+    runs, is libftpad's own: not wrapped as a program's handler, whose
+    calls get SIGNAL events, so an attach trace shows no [signal SIGTRAP]
+    frames from the patching."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the int3 protocol's SIGTRAP is x86_64's")
+    exe = tmp_path / "trap_action"
+    run(["gcc", "-O2", f"-fplugin={PLUGIN}", "-fplugin-arg-ftpad-exit=1", "-o", exe,
+         SRC / "trap_action.c"])
+    for opts in ([], ["--early"]):
+        p = run([FTPAD_BIN, "record", *opts, "--force", "-o", tmp_path / "t", "--", exe])
+        assert p.stdout == "same\n", (opts, p.stderr)
+
+
+def test_a_program_without_pads_is_said(prog, tmp_path):
+    """A program built without the plugin: recorded (its status kept), with
+    a warning that nothing could be traced; none for one with pads."""
+    p = run([FTPAD_BIN, "record", "-o", tmp_path / "t", "--", "sh", "-c", "exit 3"],
+            check=False)
+    assert p.returncode == 3
+    assert "ftpad: warning: 'sh' has no ftpad pads (0 sites): nothing could be traced" \
+        in p.stderr, p.stderr
+    p, _, _ = record(prog, tmp_path, "count", "3")
+    assert "no ftpad pads" not in p.stderr
+
+
+@pytest.mark.parametrize("what", ["folder", "no-format", "extra-file", "file"])
+def test_force_replaces_only_a_trace(prog, tmp_path, what):
+    """--force leaves a user's own directory (or file) as it is: only a
+    trace, an info starting with format= and <pid>.<n> directories, goes."""
+    target = tmp_path / "trace"
+    if what == "file":
+        target.write_text("mine\n")
+    else:
+        target.mkdir()
+        (target / "info").write_text("notes\n" if what == "no-format" else "format=1\n")
+        (target / "1.0").mkdir()
+        if what in ("folder", "extra-file"):
+            (target / "thesis.tex").write_text("mine\n")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    p = run([FTPAD_BIN, "record", "--force", "-o", target, "--", "sh", "-c", "echo ran"],
+            check=False)
+    assert p.returncode == 1 and "is not an ftpad trace" in p.stderr, p.stderr
+    assert "ran" not in p.stdout
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("where", [".", "..", "here"])
+def test_output_holding_the_cwd_is_refused(prog, tmp_path, where):
+    """-o naming the working directory or a parent of it is refused before
+    the program runs, with or without --force."""
+    cwd = tmp_path / "here"
+    cwd.mkdir()
+    (cwd / "mine").write_text("x")
+    out = str(cwd) if where == "here" else where
+    for opts in ([], ["--force"]):
+        p = run([FTPAD_BIN, "record", *opts, "-o", out, "--", "sh", "-c", "echo ran"],
+                check=False, cwd=cwd)
+        assert p.returncode == 1 and "is the current directory or holds it" in p.stderr
+        assert "ran" not in p.stdout
+    assert sorted(p.name for p in cwd.iterdir()) == ["mine"]
 
 
 @pytest.mark.parametrize("early", [False, True], ids=["late", "early"])

@@ -139,7 +139,7 @@ REPLAY_A = """\
   0.100 us [   100] |     handler();
   0.300 us [   100] |   } /* [signal SIGUSR1] */
   2.500 us [   100] | } /* main */
-# 18 events, 2 LOST (buffer full)
+# 17 events, 2 LOST (buffer full)
 """
 
 
@@ -159,7 +159,7 @@ REPORT_A = """\
     0.100 us    0.100 us    0.100 us    0.100 us           1  leaf
     0.100 us    0.100 us    0.100 us    0.100 us           1  tailer
            -           -           -           -           1  old (entry only)
-# 18 events, 2 LOST (buffer full)
+# 17 events, 2 LOST (buffer full)
 """
 
 
@@ -397,6 +397,89 @@ def test_missing_directory(tmp_path):
     assert f"{tmp_path / 'nothing'}: No such file or directory" in p.stderr
 
 
+@pytest.mark.parametrize("viewer", [["replay"], ["report"], ["dump", "--folded"],
+                                    ["dump", "--chrome"], ["flame", "-o", "-"],
+                                    ["live", "--iterations", "1", "--interval", "1"]],
+                         ids=lambda v: "-".join(v[:2]).strip("-"))
+def test_viewers_read_ftpad_data_by_default(tmp_path, gen, viewer):
+    """Without a directory, a viewer reads ./ftpad.data: what `ftpad record`
+    writes without -o."""
+    s = Scenario(tmp_path / "ftpad.data")
+    s.image("100.0", "/bin/prog", ["main", "fib", "leaf", "tailer", "target", "old", "handler"],
+            noexit=["old"])
+    s.thread(100, "prog").evs(EVENTS_A).write(gen)
+    named = run([FTPAD_BIN, *viewer, "ftpad.data"], cwd=tmp_path)
+    default = run([FTPAD_BIN, *viewer], cwd=tmp_path)
+    assert default.stdout == named.stdout and default.stdout
+    p = run([FTPAD_BIN, *viewer], cwd=tmp_path / "ftpad.data" / "100.0", check=False)
+    assert p.returncode == 1 and "ftpad.data: No such file or directory" in p.stderr
+
+
+NO_EXITS = "no exit sites, so no call has a duration for {}: compile with " \
+    "-fplugin-arg-ftpad-exit=1 (CMake: ftpad_instrument(TARGET EXIT))"
+
+
+def test_a_trace_without_exits_says_so(tmp_path, gen):
+    """Entries only: report warns (its calls are still counted), while
+    dump --folded and flame, which would write nothing, fail."""
+    s = Scenario(tmp_path / "e.trace").image("1.0", "/bin/x", ["main", "f"], noexit=["main", "f"])
+    trace = s.thread(1, "x").evs([(0, "entry", "main", 100), (5, "entry", "f", 90)]).write(gen)
+    p = ftpad("report", trace)
+    assert f"ftpad: warning: {trace}: {NO_EXITS.format('report')}" in p.stderr, p.stderr
+    assert re.search(r"\bmain\b", p.stdout)
+    for args, cmd in [(["dump", "--folded", trace], "dump --folded"),
+                      (["flame", trace, "-o", tmp_path / "f.svg"], "flame")]:
+        p = ftpad(*args, check=False)
+        assert p.returncode == 1 and p.stdout == "", args
+        assert f"ftpad: error: {trace}: {NO_EXITS.format(cmd)}" in p.stderr, p.stderr
+    assert not (tmp_path / "f.svg").exists()
+    # One function with exits is enough: the usual output, no word said.
+    s = Scenario(tmp_path / "x.trace").image("1.0", "/bin/x", ["main", "f"], noexit=["main"])
+    trace = s.thread(1, "x").evs([(0, "entry", "main", 100), (5, "entry", "f", 90),
+                                  (9, "exit", "f", 90)]).write(gen)
+    for args in (["report", trace], ["dump", "--folded", trace]):
+        assert "exit sites" not in ftpad(*args).stderr
+
+
+@pytest.mark.parametrize("viewer", [["replay"], ["report"], ["dump", "--chrome"]])
+def test_missing_events_file_or_empty_info_is_an_error(tmp_path, gen, viewer):
+    """Each names the file: an image that says it wrote events but has no
+    events file, and an empty info."""
+    s = Scenario(tmp_path / "m.trace").image("1.0", "/bin/x", ["main"], events=2)
+    trace = s.thread(1, "x").evs([(0, "entry", "main", 100), (9, "exit", "main", 100)]).write(gen)
+    assert ftpad(*viewer, trace).returncode == 0
+    (trace / "1.0" / "1.events").unlink()
+    p = ftpad(*viewer, trace, check=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert f"{trace}/1.0/<tid>.events: missing: {trace}/1.0/image says events=2" in p.stderr
+    (trace / "info").write_text("")
+    p = ftpad(*viewer, trace, check=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert f"ftpad: error: {trace}/info: empty: a trace's info starts with format=1" in p.stderr
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["record", "attach"])
+def test_frames_open_at_the_end(tmp_path, gen, attached):
+    """At the end of an attach (info's attach=) the open frames were still
+    running; at the end of a recorded process they were unwound.  Counts
+    say "1 frame", and events as the summary counts them: a LOST record
+    is not one."""
+    s = Scenario(tmp_path / "o.trace")
+    if attached:
+        s.raw("info attach=1")
+    s.image("1.0", "/bin/x", ["main", "f"]).thread(1, "x")
+    trace = s.evs([(0, "entry", "main", 100), (5, "lost", 0, 3), (9, "entry", "f", 90)]).write(gen)
+    p = ftpad("replay", trace)
+    how = "running" if attached else "unwound"
+    said = "2 frames running at detach" if attached else "2 frames unwound"
+    assert p.stdout.splitlines()[-3:] == [f"  0.000 us [     1] |   f(); /* {how} */",
+                                          f"  0.009 us [     1] | }} /* main, {how} */",
+                                          f"# 2 events, 3 LOST (buffer full), {said}"]
+    s = Scenario(tmp_path / "one.trace").image("1.0", "/bin/x", ["main"]).thread(1, "x")
+    trace = s.evs([(0, "entry", "main", 100)]).write(gen)
+    assert ftpad("replay", trace).stdout.splitlines()[-1] == "# 1 event, 1 frame unwound"
+
+
 def test_not_a_trace_directory(tmp_path):
     p = ftpad("report", tmp_path, check=False)
     assert p.returncode == 1 and "not a trace directory" in p.stderr
@@ -448,7 +531,7 @@ def test_unknown_kinds_and_sites_are_skipped_and_counted(tmp_path, gen):
 def test_usage_errors(tmp_path):
     for args, message in [(["dump", tmp_path], "say which format"),
                           (["report", "-s", "size", tmp_path], "unknown sort key 'size'"),
-                          (["replay"], "want one trace directory")]:
+                          (["replay", tmp_path, tmp_path], "want one trace directory")]:
         p = ftpad(*args, check=False)
         assert p.returncode == 2 and message in p.stderr, args
 
