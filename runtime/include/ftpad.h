@@ -462,6 +462,35 @@ FTPAD_API int ftpad_get_stats(struct ftpad_stats *st);
  */
 FTPAD_API int ftpad_attach_start(const char *request);
 
+/**
+ * @brief **ftpad_patch_apply()** applies the live patch at path (a shared
+ * object written with ftpad_patch.h; docs/livepatch.md): it is dlopened,
+ * every name it uses is resolved in the padded modules (static symbols
+ * too), and each function it replaces switches to its replacement by a
+ * direct jump written into its pad.  Each function switches atomically,
+ * not the patch as a whole: `ftpad patch` adds the check that no thread
+ * runs a replaced function.  Nothing is switched when a name is missing,
+ * a replaced function has no pad, or a tracer's ops traces one (a
+ * live-patched function is not traced until it is reverted).  A second
+ * patch of a function replaces the first; reverting it brings the first
+ * back.  Not from a callback.  Since libftpad.so.1.2.
+ *
+ * @return 0, or a negative errno with a message in err[errlen] (may be
+ * NULL): -EEXIST when this patch is applied already, -ENOENT for a name
+ * that resolves nowhere, -ENOTSUP for a function without a pad, -EBUSY
+ * for a traced one, -ENOEXEC when dlopen fails, -ERANGE, -EAGAIN (a
+ * thread blocks SIGTRAP), -EOPNOTSUPP on aarch64, the text write errors.
+ */
+FTPAD_API int ftpad_patch_apply(const char *path, char *err, size_t errlen);
+
+/**
+ * @brief **ftpad_patch_revert()** puts the functions a patch replaced back
+ * (the NOP byte for byte, or the patch that was below it).  The patch stays
+ * loaded: without stopping the threads nothing says none is still in it.
+ * @return 0, -ENOENT when it is not applied, or as ftpad_patch_apply().
+ */
+FTPAD_API int ftpad_patch_revert(const char *path, char *err, size_t errlen);
+
 enum ftpad_log_level { FTPAD_WARN, FTPAD_INFO, FTPAD_DEBUG };
 typedef int (*ftpad_print_fn_t)(enum ftpad_log_level level, const char *fmt, va_list ap);
 

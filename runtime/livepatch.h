@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * livepatch.h - livepatch.c's steps, for attach.c's patch sessions: a
+ * patch is prepared (loaded and resolved, or found for a revert), the
+ * tool checks that no thread runs the code it replaces, then it is
+ * committed (every function switched) or aborted (nothing changed).
+ * Between prepare and commit/abort no other patch is applied.
+ */
+#ifndef FTPAD_LIVEPATCH_H
+#define FTPAD_LIVEPATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+struct lp_patch;
+
+struct ftpad_patch_prep {
+	struct lp_patch *patch;
+	bool revert;
+};
+
+/* Code no thread may be in when the patch switches: [lo, hi), and what it is. */
+struct ftpad_patch_range {
+	uintptr_t lo, hi;
+	const char *what;
+};
+
+int ftpad_patch_prepare(const char *path, struct ftpad_patch_prep *prep, char *err,
+			size_t errlen) FTPAD_HIDDEN;
+int ftpad_patch_prepare_revert(const char *path, struct ftpad_patch_prep *prep, char *err,
+			       size_t errlen) FTPAD_HIDDEN;
+size_t ftpad_patch_ranges(const struct ftpad_patch_prep *prep, struct ftpad_patch_range *out,
+			  size_t max) FTPAD_HIDDEN;
+/* Switch; await (if not NULL) is called first with the locks held, and
+ * a non-zero return aborts.  unload: a reverted patch is dlclosed (the
+ * tool saw no thread in it). */
+int ftpad_patch_commit(struct ftpad_patch_prep *prep, bool unload, int (*await)(void *arg),
+		       void *arg, char *err, size_t errlen) FTPAD_HIDDEN;
+void ftpad_patch_abort(struct ftpad_patch_prep *prep) FTPAD_HIDDEN;
+/* One line per applied patch, newest first: "PATH fn,fn"; the length. */
+size_t ftpad_patch_list(char *buf, size_t size) FTPAD_HIDDEN;
+
+#endif
