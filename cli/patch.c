@@ -141,8 +141,6 @@ static int stop_one(pid_t tid, struct stopped *out)
 	out->tid = tid;
 	/* A signal-delivery stop keeps its signal for the detach. */
 	out->sig = (st >> 16) == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(st);
-	if (out->sig == SIGTRAP)
-		out->sig = 0;
 	return 1;
 }
 
@@ -193,6 +191,7 @@ struct frames {
 	const struct range *r;
 	size_t nr;
 	const struct range *hit;
+	size_t seen; /* frames */
 };
 
 static int frame_cb(Dwfl_Frame *f, void *arg)
@@ -201,6 +200,7 @@ static int frame_cb(Dwfl_Frame *f, void *arg)
 	Dwarf_Addr pc;
 	bool activation;
 
+	fr->seen++;
 	if (!dwfl_frame_pc(f, &pc, &activation))
 		return DWARF_CB_ABORT;
 	if (!activation)
@@ -220,10 +220,11 @@ static bool in_ranges(Dwfl *dwfl, const struct stopped *s, size_t n, const struc
 		      size_t nr, struct busy *b)
 {
 	for (size_t i = 0; i < n; i++) {
-		struct frames fr = { r, nr, NULL };
+		struct frames fr = { r, nr, NULL, 0 };
 
 		dwfl_getthread_frames(dwfl, s[i].tid, frame_cb, &fr);
-		if (fr.hit) {
+		/* Not even its pc: nothing says where it is. */
+		if (fr.hit || !fr.seen) {
 			*b = (struct busy){ fr.hit, s[i].tid };
 			return true;
 		}
@@ -296,7 +297,7 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 	send_line(s, FTPAD_PATCH_ABORT "\n");
 	attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL);
 	if (!b.r)
-		return patch_fail(t->pid, "cannot read its threads' stacks (libdw: %s)",
+		return patch_fail(t->pid, "cannot read the stack of thread %d (libdw: %s)", b.tid,
 				   dwfl_errmsg(-1)), -1;
 	return patch_fail(t->pid, "%s is running on thread %d; tried %d times: nothing changed "
 			   "(--immediate switches anyway)", b.r->what, b.tid, CHECK_TRIES), -1;

@@ -53,6 +53,7 @@ struct lp_func {
 	uintptr_t new_fn;  /* the patch's */
 	uintptr_t target;  /* what the site jumps to for it: new_fn, or a stub */
 	uintptr_t below;   /* what the site jumped to before it (0: its NOP) */
+	uintptr_t below_fn; /* ... the function that was */
 };
 
 struct lp_patch {
@@ -305,6 +306,7 @@ struct commit {
 	bool revert;
 	int (*await)(void *arg);
 	void *arg;
+	bool switched; /* a failed apply had switched some */
 	char *err;
 	size_t errlen;
 };
@@ -319,7 +321,7 @@ static int apply_held(void *arg)
 	if (err)
 		return err;
 
-	for (i = 0; i < p->nfuncs && !err; i++) {
+	for (i = 0; i < p->nfuncs; i++) {
 		struct lp_func *f = &p->funcs[i];
 		intptr_t rel = (intptr_t)(f->new_fn - (ftpad_site_addr(f->site) + 5));
 
@@ -329,11 +331,18 @@ static int apply_held(void *arg)
 			break;
 		}
 		err = switch_site(f, f->target);
-		if (err)
+		if (err) {
 			fail(c->err, c->errlen, err, "%s: %s", f->name, ftpad_strerror(err));
+			/* It may be half written: put back with the others. */
+			i++;
+			break;
+		}
 	}
 	if (err) {
-		/* Back as it was: the ones switched go back to what was below. */
+		/* Back as it was: the ones switched go back to what was below.
+		 * A thread may have entered their replacement meanwhile: the
+		 * patch then stays loaded (c->switched). */
+		c->switched = i > 0;
 		while (i-- > 0)
 			switch_site(&p->funcs[i], p->funcs[i].below);
 		return err;
@@ -356,7 +365,9 @@ static int revert_held(void *arg)
 		int err;
 
 		if (up) {
-			up->below = f->below; /* a later patch stays on top */
+			/* A later patch stays on top. */
+			up->below = f->below;
+			up->below_fn = f->below_fn;
 			continue;
 		}
 		err = switch_site(f, f->below);
@@ -382,14 +393,14 @@ static struct lp_patch *find_applied(dev_t dev, ino_t ino)
 	return NULL;
 }
 
-/* The function at old is currently switched to (0: none). */
-static uintptr_t current_target(const struct ftpad_site *s)
+/* What site s jumps to now, or NULL: its NOP. */
+static const struct lp_func *current(const struct ftpad_site *s)
 {
 	for (struct lp_patch *p = applied; p; p = p->next)
 		for (size_t i = 0; i < p->nfuncs; i++)
 			if (p->funcs[i].site == s)
-				return p->funcs[i].target;
-	return 0;
+				return &p->funcs[i];
+	return NULL;
 }
 
 /* Fill p's functions and the patch's symbol slots; under ftpad_lock.
@@ -423,7 +434,10 @@ static int resolve(struct lp_patch *p, const struct ftpad_patch_replace *rec,
 		for (size_t j = 0; j < i; j++)
 			if (p->funcs[j].site == f->site)
 				return fail(err, errlen, -EINVAL, "%s is replaced twice", f->name);
-		f->below = current_target(f->site);
+		const struct lp_func *now = current(f->site);
+
+		f->below = now ? now->target : 0;
+		f->below_fn = now ? now->new_fn : 0;
 	}
 	for (size_t i = 0; i < nsyms; i++) {
 		const struct ftpad_module *m;
@@ -533,21 +547,30 @@ size_t ftpad_patch_ranges(const struct ftpad_patch_prep *prep, struct ftpad_patc
 	size_t n = 0;
 
 	if (prep->revert) {
-		/* It goes away: no thread may be anywhere in its code. */
+		/* It goes away: no thread may be anywhere in its code, nor in
+		 * a stub on its way there. */
 		if (max)
 			out[n++] = (struct ftpad_patch_range){ p->lo, p->hi, p->path };
+		for (size_t i = 0; i < p->nfuncs && n < max; i++)
+			if (p->funcs[i].target != p->funcs[i].new_fn)
+				out[n++] = (struct ftpad_patch_range){ p->funcs[i].target,
+								       p->funcs[i].target + STUB_SIZE,
+								       p->funcs[i].name };
 		return n;
 	}
 	for (size_t i = 0; i < p->nfuncs && n < max; i++) {
 		const struct lp_func *f = &p->funcs[i];
-		const struct ftpad_sym *below = f->below ? ftpad_symbol_of(f->below) : NULL;
+		const struct ftpad_sym *below = f->below_fn ? ftpad_symbol_of(f->below_fn) : NULL;
 
 		out[n++] = (struct ftpad_patch_range){ f->old, f->old + (f->old_size ? f->old_size : 1),
 						       f->name };
-		/* The previous patch's function, which is what runs now. */
+		/* The previous patch's function, which is what runs now, and
+		 * its stub. */
 		if (below && n < max)
 			out[n++] = (struct ftpad_patch_range){ below->addr, below->addr + below->size,
 							       f->name };
+		if (f->below && f->below != f->below_fn && n < max)
+			out[n++] = (struct ftpad_patch_range){ f->below, f->below + STUB_SIZE, f->name };
 	}
 	return n;
 }
@@ -570,7 +593,7 @@ int ftpad_patch_commit(struct ftpad_patch_prep *prep, bool unload, int (*await)(
 		if (unload)
 			dlclose(c.p->handle);
 		ftpad_free(c.p);
-	} else if (!prep->revert && e) {
+	} else if (!prep->revert && e && !c.switched) {
 		dlclose(c.p->handle);
 		ftpad_free(c.p);
 	}
