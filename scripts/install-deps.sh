@@ -12,8 +12,10 @@ set -euo pipefail
 # The build, and what examples/demo.sh runs (gcc, nm, objdump).  `make demo`
 # installs these alone, so that a fresh machine shows the demo in minutes
 # rather than after the whole test suite's compilers, QEMU and Chromium.
+# libdw-dev: `ftpad patch` unwinds the stopped threads' stacks with libdw
+# (docs/livepatch.md); the command is built without it when it is missing.
 demo_packages=(
-  cmake make g++ gcc-12-plugin-dev libelf-dev pkg-config binutils
+  cmake make g++ gcc-12-plugin-dev libelf-dev pkg-config binutils libdw-dev
 )
 
 case "${1:-}" in
