@@ -13,13 +13,15 @@ code's or a patch's, while other threads block in system calls.
   the first back; applying a patch twice is refused; --list lists.
 - Refusals, each leaving the text as it was: a thread blocked in a
   system call made from the function, a missing symbol, an unpadded
-  function, a patch file writable by others."""
+  function, a patch file writable by others.
+- A pad is a tracer's or a patch's: patching a traced function is refused,
+  and a tracer started on a patched one leaves it alone."""
 import os
 import subprocess
 
 import pytest
 
-from attachtest import assert_text_unchanged, attach_program, text_snapshot
+from attachtest import Attach, assert_text_unchanged, attach_program, text_snapshot
 from ftpadtest import FTPAD_BIN, INCLUDE, TEST_SRC, run
 
 SRC = TEST_SRC / "patch"
@@ -145,5 +147,28 @@ def test_immediate_switches_under_a_blocked_thread(built, server):
     before = text_snapshot(server.pid)
     patch(server.pid, "--immediate", built / "blocked.so")
     patch(server.pid, "--immediate", "--revert", built / "blocked.so")
+    assert_text_unchanged(server.pid, before)
+    assert " bad 0 " in server.quit()
+
+
+def test_a_pad_is_a_tracers_or_a_patchs(built, server, tmp_path):
+    before = text_snapshot(server.pid)
+    tracer = Attach(server.pid, tmp_path / "t.data", "-F", "global_compute").wait_started()
+    assert ", 1 enabled" in tracer.output, tracer.output
+    try:
+        p = patch(server.pid, built / "patch1.so", check=False)
+        assert p.returncode == 1 and "global_compute is traced" in p.stderr, p.stderr
+    finally:
+        tracer.finish()
+    server.expect("any")
+    patch(server.pid, built / "patch1.so")
+    server.expect("new")
+    tracer = Attach(server.pid, tmp_path / "u.data", "-F", "global_compute").wait_started()
+    server.expect("new")  # the tracer did not take the pad back
+    assert ", 0 enabled" in tracer.output, tracer.output
+    tracer.finish()
+    server.expect("any")
+    patch(server.pid, "--revert", built / "patch1.so")
+    server.expect("old")
     assert_text_unchanged(server.pid, before)
     assert " bad 0 " in server.quit()
