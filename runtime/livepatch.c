@@ -403,6 +403,21 @@ static const struct lp_func *current(const struct ftpad_site *s)
 	return NULL;
 }
 
+/* path resolved into real[PATH_MAX] and *st, patch_lock taken, and the
+ * applied patch of that file in *p (NULL: none); 0, or the error with
+ * nothing taken. */
+static int lock_and_find(const char *path, char *real, struct stat *st, struct lp_patch **p,
+			 char *err, size_t errlen)
+{
+	if (!realpath(path, real) || stat(real, st))
+		return fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
+	pthread_mutex_lock(&patch_lock);
+	ftpad_lock_take();
+	*p = find_applied(st->st_dev, st->st_ino);
+	ftpad_lock_give();
+	return 0;
+}
+
 /* Fill p's functions and the patch's symbol slots; under ftpad_lock.
  * Refusals change nothing. */
 static int resolve(struct lp_patch *p, const struct ftpad_patch_replace *rec,
@@ -468,12 +483,9 @@ int ftpad_patch_prepare(const char *path, struct ftpad_patch_prep *prep, char *e
 	int e;
 
 	memset(prep, 0, sizeof(*prep));
-	if (!realpath(path, real) || stat(real, &st))
-		return fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
-	pthread_mutex_lock(&patch_lock);
-	ftpad_lock_take();
-	p = find_applied(st.st_dev, st.st_ino);
-	ftpad_lock_give();
+	e = lock_and_find(path, real, &st, &p, err, errlen);
+	if (e)
+		return e;
 	if (p) {
 		pthread_mutex_unlock(&patch_lock);
 		return fail(err, errlen, -EEXIST, "patch %s is already applied", real);
@@ -524,13 +536,12 @@ int ftpad_patch_prepare_revert(const char *path, struct ftpad_patch_prep *prep, 
 	struct stat st;
 	struct lp_patch *p;
 
+	int e;
+
 	memset(prep, 0, sizeof(*prep));
-	if (!realpath(path, real) || stat(real, &st))
-		return fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
-	pthread_mutex_lock(&patch_lock);
-	ftpad_lock_take();
-	p = find_applied(st.st_dev, st.st_ino);
-	ftpad_lock_give();
+	e = lock_and_find(path, real, &st, &p, err, errlen);
+	if (e)
+		return e;
 	if (!p) {
 		pthread_mutex_unlock(&patch_lock);
 		return fail(err, errlen, -ENOENT, "patch %s is not applied", real);
