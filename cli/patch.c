@@ -185,6 +185,22 @@ static long stop_all(pid_t pid, pid_t keep, struct stopped *s)
 	return (long)n;
 }
 
+/* The thread's name (its comm), for a refusal. */
+static void thread_name(pid_t pid, pid_t tid, char *out, size_t size)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
+	snprintf(out, size, "?");
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(out, (int)size, f))
+		out[strcspn(out, "\n")] = 0;
+	fclose(f);
+}
+
 /* ---- the stack check ---- */
 
 struct frames {
@@ -267,6 +283,7 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 {
 	static struct stopped st[MAX_STOPPED];
 	struct busy b = { 0 };
+	char name[32];
 
 	for (int tries = 0; tries < CHECK_TRIES; tries++) {
 		long n = stop_all(t->pid, control, st);
@@ -299,8 +316,10 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 	if (!b.r)
 		return patch_fail(t->pid, "cannot read the stack of thread %d (libdw: %s)", b.tid,
 				   dwfl_errmsg(-1)), -1;
-	return patch_fail(t->pid, "%s is running on thread %d; tried %d times: nothing changed "
-			   "(--immediate switches anyway)", b.r->what, b.tid, CHECK_TRIES), -1;
+	thread_name(t->pid, b.tid, name, sizeof(name));
+	return patch_fail(t->pid, "%s is running on thread %d (%s); tried %d times: nothing "
+			   "changed (--immediate switches anyway)", b.r->what, b.tid, name,
+			   CHECK_TRIES), -1;
 }
 
 /* ---- the conversation ---- */

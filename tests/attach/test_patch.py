@@ -22,7 +22,7 @@ import subprocess
 import pytest
 
 from attachtest import Attach, assert_text_unchanged, attach_program, text_snapshot
-from ftpadtest import FTPAD_BIN, INCLUDE, TEST_SRC, run
+from ftpadtest import FTPAD_BIN, INCLUDE, LIBFTPAD_SO, PLUGIN, TEST_SRC, run
 
 SRC = TEST_SRC / "patch"
 CYCLES = int(os.environ.get("FTPAD_PATCH_CYCLES", "100"))
@@ -172,3 +172,12 @@ def test_a_pad_is_a_tracers_or_a_patchs(built, server, tmp_path):
     server.expect("old")
     assert_text_unchanged(server.pid, before)
     assert " bad 0 " in server.quit()
+
+
+def test_apply_and_revert_from_the_program(built):
+    """ftpad_patch_apply()/_revert() (ftpad.h), without the tool."""
+    exe = built / "self"
+    run(["gcc", "-O2", "-Wall", "-Werror", f"-fplugin={PLUGIN}", f"-I{INCLUDE}", "-o", exe,
+         SRC / "self.c", f"-L{LIBFTPAD_SO.parent}", "-lftpad",
+         f"-Wl,-rpath,{LIBFTPAD_SO.parent}"])
+    assert run([exe, built / "patch1.so"]).stdout == "ok\n"

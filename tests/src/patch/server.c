@@ -33,13 +33,13 @@ static int block_pipe[2];
 /* Read by the patch through FTPAD_SYMBOL: a static variable. */
 static volatile long patched_calls;
 
-__attribute__((noinline)) long global_compute(long x)
+__attribute__((noipa)) long global_compute(long x)
 {
 	__asm__ volatile("" ::: "memory");
 	return x + 1;
 }
 
-__attribute__((noinline)) static long static_compute(long x)
+__attribute__((noipa)) static long static_compute(long x)
 {
 	__asm__ volatile("" ::: "memory");
 	return x * 3;
