@@ -54,6 +54,7 @@ struct lp_func {
 	uintptr_t target;  /* what the site jumps to for it: new_fn, or a stub */
 	uintptr_t below;   /* what the site jumped to before it (0: its NOP) */
 	uintptr_t below_fn; /* ... the function that was */
+	void *pin;          /* its module held loaded while patched (NULL: the program) */
 };
 
 struct lp_patch {
@@ -270,6 +271,23 @@ static uintptr_t stub_to(const struct ftpad_module *m, uintptr_t fn)
 		return 0;
 	sp->used += STUB_SIZE;
 	return poke.addr;
+}
+
+/* The modules of p's functions held loaded while it is applied, so that
+ * no site it wrote goes away under it: dlopen with RTLD_NOLOAD only
+ * counts a reference (outside ftpad_lock: libftpad's dlopen hook takes it). */
+static void pin_modules(struct lp_patch *p)
+{
+	for (size_t i = 0; i < p->nfuncs; i++)
+		if (strchr(p->funcs[i].mod->path, '/'))
+			p->funcs[i].pin = dlopen(p->funcs[i].mod->path, RTLD_LAZY | RTLD_NOLOAD);
+}
+
+static void unpin_modules(struct lp_patch *p)
+{
+	for (size_t i = 0; i < p->nfuncs; i++)
+		if (p->funcs[i].pin)
+			dlclose(p->funcs[i].pin);
 }
 
 /* ---- the switch ---- */
@@ -520,6 +538,7 @@ int ftpad_patch_prepare(const char *path, struct ftpad_patch_prep *prep, char *e
 	ftpad_lock_give();
 	if (e)
 		goto out;
+	pin_modules(p);
 	prep->patch = p;
 	return 0; /* patch_lock held until commit or abort */
 out:
@@ -603,22 +622,15 @@ int ftpad_patch_commit(struct ftpad_patch_prep *prep, bool unload, int (*await)(
 		 * no thread was in it when it switched (unload). */
 		if (unload)
 			dlclose(c.p->handle);
+		unpin_modules(c.p);
 		ftpad_free(c.p);
 	} else if (!prep->revert && e && !c.switched) {
+		unpin_modules(c.p);
 		dlclose(c.p->handle);
 		ftpad_free(c.p);
 	}
 	pthread_mutex_unlock(&patch_lock);
 	return e;
-}
-
-void ftpad_patch_abort(struct ftpad_patch_prep *prep)
-{
-	if (!prep->revert) {
-		dlclose(prep->patch->handle);
-		ftpad_free(prep->patch);
-	}
-	pthread_mutex_unlock(&patch_lock);
 }
 
 size_t ftpad_patch_list(char *buf, size_t size)

@@ -3,8 +3,9 @@
  * livepatch.h - livepatch.c's steps, for attach.c's patch sessions: a
  * patch is prepared (loaded and resolved, or found for a revert), the
  * tool checks that no thread runs the code it replaces, then it is
- * committed (every function switched) or aborted (nothing changed).
- * Between prepare and commit/abort no other patch is applied.
+ * committed: every function switched, or, when the tool gives up or a
+ * switch fails, nothing changed.  Between prepare and commit no other
+ * patch is applied.
  */
 #ifndef FTPAD_LIVEPATCH_H
 #define FTPAD_LIVEPATCH_H
@@ -39,7 +40,6 @@ size_t ftpad_patch_ranges(const struct ftpad_patch_prep *prep, struct ftpad_patc
  * tool saw no thread in it). */
 int ftpad_patch_commit(struct ftpad_patch_prep *prep, bool unload, int (*await)(void *arg),
 		       void *arg, char *err, size_t errlen) FTPAD_HIDDEN;
-void ftpad_patch_abort(struct ftpad_patch_prep *prep) FTPAD_HIDDEN;
 /* One line per applied patch, newest first: "PATH fn,fn"; the length. */
 size_t ftpad_patch_list(char *buf, size_t size) FTPAD_HIDDEN;
 
