@@ -540,7 +540,7 @@ int ftpad_patch_prepare(const char *path, struct ftpad_patch_prep *prep, char *e
 		goto out;
 	pin_modules(p);
 	prep->patch = p;
-	return 0; /* patch_lock held until commit or abort */
+	return 0; /* patch_lock held until the commit */
 out:
 	ftpad_free(p);
 	dlclose(handle);

@@ -175,9 +175,15 @@ def test_a_pad_is_a_tracers_or_a_patchs(built, server, tmp_path):
 
 
 def test_apply_and_revert_from_the_program(built):
-    """ftpad_patch_apply()/_revert() (ftpad.h), without the tool."""
+    """ftpad_patch_apply()/_revert() (ftpad.h), without the tool: on the
+    program's functions (a stub: a PIE lies beyond a jmp's reach of a
+    dlopened patch) and on a shared library's (a direct jmp)."""
     exe = built / "self"
+    run(["gcc", "-O2", "-Wall", "-Werror", f"-fplugin={PLUGIN}", "-shared", "-fPIC",
+         "-o", built / "libtarget.so", SRC / "lib.c"])
+    run(["gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{INCLUDE}",
+         "-o", built / "libpatch.so", SRC / "libpatch.c"])
     run(["gcc", "-O2", "-Wall", "-Werror", f"-fplugin={PLUGIN}", f"-I{INCLUDE}", "-o", exe,
-         SRC / "self.c", f"-L{LIBFTPAD_SO.parent}", "-lftpad",
-         f"-Wl,-rpath,{LIBFTPAD_SO.parent}"])
-    assert run([exe, built / "patch1.so"]).stdout == "ok\n"
+         SRC / "self.c", f"-L{built}", "-ltarget", f"-L{LIBFTPAD_SO.parent}", "-lftpad",
+         f"-Wl,-rpath,{LIBFTPAD_SO.parent}:{built}"])
+    assert run([exe, built / "patch1.so", built / "libpatch.so"]).stdout == "ok\n"
