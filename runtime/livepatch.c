@@ -422,10 +422,10 @@ static const struct lp_func *current(const struct ftpad_site *s)
 }
 
 /* path resolved into real[PATH_MAX] and *st, patch_lock taken, and the
- * applied patch of that file in *p (NULL: none); 0, or the error with
- * nothing taken. */
-static int lock_and_find(const char *path, char *real, struct stat *st, struct lp_patch **p,
-			 char *err, size_t errlen)
+ * applied patch of that file in *p, which must be applied (applied) or
+ * not; 0, or the error with nothing taken. */
+static int lock_and_find(const char *path, bool applied, char *real, struct stat *st,
+			 struct lp_patch **p, char *err, size_t errlen)
 {
 	if (!realpath(path, real) || stat(real, st))
 		return fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
@@ -433,7 +433,12 @@ static int lock_and_find(const char *path, char *real, struct stat *st, struct l
 	ftpad_lock_take();
 	*p = find_applied(st->st_dev, st->st_ino);
 	ftpad_lock_give();
-	return 0;
+	if (!*p == !applied)
+		return 0;
+	pthread_mutex_unlock(&patch_lock);
+	if (applied)
+		return fail(err, errlen, -ENOENT, "patch %s is not applied", real);
+	return fail(err, errlen, -EEXIST, "patch %s is already applied", real);
 }
 
 /* Fill p's functions and the patch's symbol slots; under ftpad_lock.
@@ -501,13 +506,9 @@ int ftpad_patch_prepare(const char *path, struct ftpad_patch_prep *prep, char *e
 	int e;
 
 	memset(prep, 0, sizeof(*prep));
-	e = lock_and_find(path, real, &st, &p, err, errlen);
+	e = lock_and_find(path, false, real, &st, &p, err, errlen);
 	if (e)
 		return e;
-	if (p) {
-		pthread_mutex_unlock(&patch_lock);
-		return fail(err, errlen, -EEXIST, "patch %s is already applied", real);
-	}
 	handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
 	if (!handle) {
 		pthread_mutex_unlock(&patch_lock);
@@ -554,17 +555,12 @@ int ftpad_patch_prepare_revert(const char *path, struct ftpad_patch_prep *prep, 
 	char real[PATH_MAX];
 	struct stat st;
 	struct lp_patch *p;
-
 	int e;
 
 	memset(prep, 0, sizeof(*prep));
-	e = lock_and_find(path, real, &st, &p, err, errlen);
+	e = lock_and_find(path, true, real, &st, &p, err, errlen);
 	if (e)
 		return e;
-	if (!p) {
-		pthread_mutex_unlock(&patch_lock);
-		return fail(err, errlen, -ENOENT, "patch %s is not applied", real);
-	}
 	prep->patch = p;
 	prep->revert = true;
 	return 0;
