@@ -193,7 +193,7 @@ void ftpad_arch_regs_set_ip(struct ftpad_regs *regs, unsigned long ip) FTPAD_HID
  * starts once this returns runs the new one.  Under ftpad_lock, inside
  * ftpad_modules_hold().  0; -ERANGE when target is out of the site's
  * direct reach; -EAGAIN when it cannot be written safely now (x86_64: a
- * thread blocks SIGTRAP); -EOPNOTSUPP where the arch has no live
+ * thread blocks SIGTRAP and the guarded stores cannot be made); -EOPNOTSUPP where the arch has no live
  * patching; the errors of ftpad_text_write().
  */
 int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,

@@ -748,6 +748,42 @@ static int poke_and_sync(const struct ftpad_module *m, uintptr_t addr, const uin
 	return err ? err : sync_all_cores();
 }
 
+/*
+ * The guarded variant, for a process where a thread blocks SIGTRAP: the
+ * code made writable, each change one 2- or 4-byte store within a cache
+ * line (as the tracer's guarded protocol): `jmp .+5` over the site (what
+ * the NOP does, and what a jump's removal leads to), the last three
+ * bytes, the first two; a jump to a jump is its rel32 in one store.
+ */
+static int jump_guarded(const struct ftpad_module *m, uintptr_t at, const uint8_t *insn)
+{
+	uint8_t *p = (uint8_t *)at;
+	int prot = ftpad_module_prot(m, at);
+	int err;
+
+	if (!ftpad_text_may_unprotect() || at % CACHE_LINE > CACHE_LINE - sizeof(nop5))
+		return -EAGAIN;
+	err = ftpad_text_unprotect(at, at + sizeof(nop5), prot, true);
+	if (err)
+		return err;
+	if (p[0] == 0xe9 && insn[0] == 0xe9) {
+		int32_t rel32;
+
+		memcpy(&rel32, insn + 1, sizeof(rel32));
+		store_code32(p + 1, rel32);
+		err = sync_all_cores();
+	} else {
+		store_code16(p, jmp_over_site[0], jmp_over_site[1]);
+		err = sync_all_cores();
+		memcpy(p + 2, insn + 2, sizeof(nop5) - 2);
+		err = err ? err : sync_all_cores();
+		store_code16(p, insn[0], insn[1]);
+		err = err ? err : sync_all_cores();
+	}
+	ftpad_text_unprotect(at, at + sizeof(nop5), prot, false);
+	return err;
+}
+
 int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
 			 uintptr_t target)
 {
@@ -760,17 +796,6 @@ int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *
 
 	if (target && rel != (int32_t)rel)
 		return -ERANGE;
-	/* The int3 protocol only: a thread that blocks SIGTRAP would be
-	 * killed by the int3 (the guarded stores are the tracer's only). */
-	tid = ftpad_thread_blocking(SIGTRAP, NULL, name, sizeof(name));
-	if (tid) {
-		ftpad_warn("ftpad: thread %d (%s) blocks SIGTRAP: cannot switch a function "
-			   "while it runs\n", (int)tid, name);
-		return -EAGAIN;
-	}
-	err = install_sigtrap();
-	if (err)
-		return err;
 	if (target) {
 		int32_t rel32 = (int32_t)rel;
 
@@ -779,6 +804,22 @@ int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *
 	} else {
 		memcpy(insn, nop5, sizeof(nop5));
 	}
+	/* A thread that blocks SIGTRAP, or a handler that would: int3 could
+	 * kill it, so the guarded stores instead, if they can be made. */
+	tid = ftpad_thread_blocking(SIGTRAP, NULL, name, sizeof(name));
+	if (tid > 0 || handler_blocking_sigtrap()) {
+		ftpad_debug("ftpad: thread %d (%s) blocks SIGTRAP: the pad at %#lx written "
+			    "without int3\n", (int)tid, name, (unsigned long)at);
+		err = jump_guarded(m, at, insn);
+		if (err == -EAGAIN)
+			ftpad_warn("ftpad: thread %d (%s) blocks SIGTRAP, and the code cannot be "
+				   "written without int3 (FTPAD_TEXT_WRITE=procmem, or the site "
+				   "crosses a cache line): not switched\n", (int)tid, name);
+		return err;
+	}
+	err = install_sigtrap();
+	if (err)
+		return err;
 	__atomic_store_n(&jumping.target, target, __ATOMIC_RELAXED);
 	__atomic_store_n(&jumping.at, at, __ATOMIC_RELEASE);
 	err = poke_and_sync(m, at, (const uint8_t[]){ 0xcc }, 1);

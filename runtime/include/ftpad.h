@@ -479,7 +479,8 @@ FTPAD_API int ftpad_attach_start(const char *request);
  * NULL): -EEXIST when this patch is applied already, -ENOENT for a name
  * that resolves nowhere, -ENOTSUP for a function without a pad, -EBUSY
  * for a traced one, -ENOEXEC when dlopen fails, -ERANGE, -EAGAIN (a
- * thread blocks SIGTRAP), -EOPNOTSUPP on aarch64, the text write errors.
+ * thread blocks SIGTRAP and the code cannot be written without int3),
+ * -EOPNOTSUPP on aarch64, the text write errors.
  */
 FTPAD_API int ftpad_patch_apply(const char *path, char *err, size_t errlen);
 

@@ -41,8 +41,8 @@ def built(tmp_path_factory):
 
 
 class Server:
-    def __init__(self, exe):
-        self.p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    def __init__(self, exe, *args):
+        self.p = subprocess.Popen([exe, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   text=True)
         assert self.p.stdout.readline().startswith("ready")
         self.pid = self.p.pid
@@ -80,7 +80,18 @@ def patch(pid, *args, check=True):
     return p
 
 
-def test_patch_and_revert_cycles(built, server):
+@pytest.mark.parametrize("mode", ["int3", "block"])
+def test_patch_and_revert_cycles(built, mode):
+    """block: the hot threads block every signal, SIGTRAP too: the pads
+    are written without int3, by single stores (the guarded protocol)."""
+    server = Server(built / "server", *([mode] if mode == "block" else []))
+    try:
+        cycles(built, server)
+    finally:
+        server.kill()
+
+
+def cycles(built, server):
     before = text_snapshot(server.pid)
     server.expect("old")
     for _ in range(CYCLES):

@@ -7,11 +7,14 @@
  * so that a patch of it must be refused.  Commands on stdin, one a line:
  * "expect old|new|new2|any" (what every call that starts from now on
  * must return; answered "ok"), "quit" (prints the counts; exit status 0
- * only if no call returned something unexpected).
+ * only if no call returned something unexpected).  With the argument
+ * "block", the hot threads block every signal, as many servers' workers
+ * do: SIGTRAP too, so the pads are written without int3.
  */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,9 +82,18 @@ static bool good(int e, long x, long g, long s)
 	}
 }
 
+static bool block_signals;
+
 static void *hot(void *arg)
 {
 	long x = (long)(uintptr_t)arg;
+
+	if (block_signals) {
+		sigset_t all;
+
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, NULL);
+	}
 
 	while (!stop) {
 		int e = expect; /* read before the calls start */
@@ -110,11 +122,12 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	pthread_t t[HOT_THREADS + 2];
 	char line[64];
 
+	block_signals = argc > 1 && !strcmp(argv[1], "block");
 	if (pipe(block_pipe))
 		return 1;
 	for (int i = 0; i < HOT_THREADS; i++)
