@@ -291,6 +291,8 @@ static void run_patch_session(int fd, const char *request)
 		ftpad_patch_list(list, sizeof(list));
 		for (char *p = list, *nl; *p; p = nl + 1) {
 			nl = strchr(p, '\n');
+			if (!nl) /* cut short: the list was longer than list[] */
+				break;
 			*nl = 0;
 			snprintf(line, sizeof(line), FTPAD_PATCH_APPLIED_FMT "\n", p);
 			send_line(fd, line);
@@ -302,21 +304,24 @@ static void run_patch_session(int fd, const char *request)
 	start_messages[0] = 0;
 	err = !strcmp(op, "apply") ? ftpad_patch_prepare(file, &prep, msg, sizeof(msg))
 				   : ftpad_patch_prepare_revert(file, &prep, msg, sizeof(msg));
-	if (!err) {
-		struct patch_go go = { .fd = fd, .prep = &prep };
-
-		err = ftpad_patch_commit(&prep, checked, checked ? await_go : NULL, &go, msg,
-					 sizeof(msg));
+	if (err) {
+		ftpad_log_capture(NULL);
+		send_error(fd, err, *msg ? msg : start_messages);
+		return;
 	}
+	struct patch_go go = { .fd = fd, .prep = &prep };
+
+	err = ftpad_patch_commit(&prep, checked ? await_go : NULL, &go, msg, sizeof(msg));
 	ftpad_log_capture(NULL);
 	if (err == -ECANCELED)
 		snprintf(msg, sizeof(msg), "the tool gave up");
-	if (err && !*msg && *start_messages)
-		snprintf(msg, sizeof(msg), "%s", start_messages);
+	/* The answer first: the tool holds the threads stopped until then,
+	 * and the unload may wait for them. */
 	if (err)
-		send_error(fd, err, msg);
+		send_error(fd, err, *msg ? msg : start_messages);
 	else
 		send_line(fd, FTPAD_PATCH_DONE "\n");
+	ftpad_patch_finish(&prep, checked);
 }
 
 /* The forked child of an attached process: no control thread here, and

@@ -601,8 +601,8 @@ size_t ftpad_patch_ranges(const struct ftpad_patch_prep *prep, struct ftpad_patc
 	return n;
 }
 
-int ftpad_patch_commit(struct ftpad_patch_prep *prep, bool unload, int (*await)(void *arg),
-		       void *arg, char *err, size_t errlen)
+int ftpad_patch_commit(struct ftpad_patch_prep *prep, int (*await)(void *arg), void *arg,
+		       char *err, size_t errlen)
 {
 	/* await runs with every lock a switch needs held, so that the
 	 * threads the tool then stops cannot hold one. */
@@ -613,20 +613,28 @@ int ftpad_patch_commit(struct ftpad_patch_prep *prep, bool unload, int (*await)(
 	ftpad_lock_take();
 	e = ftpad_modules_hold(prep->revert ? revert_held : apply_held, &c);
 	ftpad_lock_give();
-	if (prep->revert && !e) {
+	prep->result = e;
+	prep->switched = c.switched;
+	return e;
+}
+
+void ftpad_patch_finish(struct ftpad_patch_prep *prep, bool unload)
+{
+	struct lp_patch *p = prep->patch;
+
+	if (prep->revert && !prep->result) {
 		/* No call starts in the patch any more; the tool checked that
 		 * no thread was in it when it switched (unload). */
 		if (unload)
-			dlclose(c.p->handle);
-		unpin_modules(c.p);
-		ftpad_free(c.p);
-	} else if (!prep->revert && e && !c.switched) {
-		unpin_modules(c.p);
-		dlclose(c.p->handle);
-		ftpad_free(c.p);
+			dlclose(p->handle);
+		unpin_modules(p);
+		ftpad_free(p);
+	} else if (!prep->revert && prep->result && !prep->switched) {
+		unpin_modules(p);
+		dlclose(p->handle);
+		ftpad_free(p);
 	}
 	pthread_mutex_unlock(&patch_lock);
-	return e;
 }
 
 size_t ftpad_patch_list(char *buf, size_t size)
@@ -657,7 +665,11 @@ int ftpad_patch_apply(const char *path, char *err, size_t errlen)
 	struct ftpad_patch_prep prep;
 	int e = ftpad_patch_prepare(path, &prep, err, errlen);
 
-	return e ? e : ftpad_patch_commit(&prep, false, NULL, NULL, err, errlen);
+	if (e)
+		return e;
+	e = ftpad_patch_commit(&prep, NULL, NULL, err, errlen);
+	ftpad_patch_finish(&prep, false);
+	return e;
 }
 
 int ftpad_patch_revert(const char *path, char *err, size_t errlen)
@@ -667,5 +679,9 @@ int ftpad_patch_revert(const char *path, char *err, size_t errlen)
 
 	/* Without the stack check, the patch stays loaded: a thread may
 	 * still be in it. */
-	return e ? e : ftpad_patch_commit(&prep, false, NULL, NULL, err, errlen);
+	if (e)
+		return e;
+	e = ftpad_patch_commit(&prep, NULL, NULL, err, errlen);
+	ftpad_patch_finish(&prep, false);
+	return e;
 }

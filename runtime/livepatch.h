@@ -21,6 +21,8 @@ struct lp_patch;
 struct ftpad_patch_prep {
 	struct lp_patch *patch;
 	bool revert;
+	int result;    /* the commit's */
+	bool switched; /* a failed apply had switched some functions */
 };
 
 /* Code no thread may be in when the patch switches: [lo, hi), and what it is. */
@@ -36,10 +38,14 @@ int ftpad_patch_prepare_revert(const char *path, struct ftpad_patch_prep *prep, 
 size_t ftpad_patch_ranges(const struct ftpad_patch_prep *prep, struct ftpad_patch_range *out,
 			  size_t max) FTPAD_HIDDEN;
 /* Switch; await (if not NULL) is called first with the locks held, and
- * a non-zero return aborts.  unload: a reverted patch is dlclosed (the
- * tool saw no thread in it). */
-int ftpad_patch_commit(struct ftpad_patch_prep *prep, bool unload, int (*await)(void *arg),
-		       void *arg, char *err, size_t errlen) FTPAD_HIDDEN;
+ * a non-zero return aborts: 0, or the error with nothing switched. */
+int ftpad_patch_commit(struct ftpad_patch_prep *prep, int (*await)(void *arg), void *arg,
+		       char *err, size_t errlen) FTPAD_HIDDEN;
+/* After the commit, once the tool let the threads go (a dlclose may wait
+ * for them): a reverted patch is unloaded when unload (the tool saw no
+ * thread in it), a refused one always unless some function had switched
+ * (a thread may have entered it); the next patch may come. */
+void ftpad_patch_finish(struct ftpad_patch_prep *prep, bool unload) FTPAD_HIDDEN;
 /* One line per applied patch, newest first: "PATH fn,fn"; the length. */
 size_t ftpad_patch_list(char *buf, size_t size) FTPAD_HIDDEN;
 
