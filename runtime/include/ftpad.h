@@ -443,7 +443,10 @@ FTPAD_API int ftpad_get_stats(struct ftpad_stats *st);
  * (0 or 1, default 1), FTPAD_RECORD_FILTER, FTPAD_RECORD_NOTRACE,
  * FTPAD_RECORD_SIZE, FTPAD_RECORD_CHUNK, FTPAD_RECORD_CHUNKS,
  * FTPAD_RECORD_DEPTH, FTPAD_RECORD_TIME_FILTER; they replace the
- * environment's for the session.  The request is copied and a control
+ * environment's for the session.  A request with FTPAD_PATCH_OP instead
+ * (apply, revert or list; with FTPAD_PATCH_FILE, absolute, and
+ * FTPAD_PATCH_CHECK) is `ftpad patch`'s: a patch session beside any
+ * recording one, which ftpad_record.h and docs/livepatch.md describe.  The request is copied and a control
  * thread does the rest, so the call returns at once and patches nothing on
  * the calling thread, whose signal mask it leaves alone.  It takes no lock
  * of libftpad's and calls no malloc of its own, but pthread_create() does
