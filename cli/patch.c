@@ -128,13 +128,32 @@ static bool have(const struct stopped *s, size_t n, pid_t tid)
 	return false;
 }
 
-/* Seize and interrupt tid; 1 stopped, 0 gone, -1 refused. */
-static int stop_one(pid_t tid, struct stopped *out)
+/* Whether thread tid of pid is gone or on its way out (a zombie: the
+ * kernel refuses to trace it, with EPERM). */
+static bool exiting(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512], *paren;
+	FILE *f;
+	bool gone = true;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	if (fgets(buf, sizeof(buf), f) && (paren = strrchr(buf, ')')) && paren[1] == ' ')
+		gone = paren[2] == 'Z' || paren[2] == 'X';
+	fclose(f);
+	return gone;
+}
+
+/* Seize and interrupt tid; 1 stopped, 0 gone, -1 refused.  A thread that
+ * is ending (the previous patch session's control thread, say) is gone. */
+static int stop_one(pid_t pid, pid_t tid, struct stopped *out)
 {
 	int st;
 
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
-		return errno == ESRCH ? 0 : -1;
+		return errno == ESRCH || (errno == EPERM && exiting(pid, tid)) ? 0 : -1;
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) || waitpid(tid, &st, __WALL) != tid ||
 	    !WIFSTOPPED(st))
 		return 0;
@@ -174,7 +193,7 @@ static long stop_all(pid_t pid, pid_t keep, struct stopped *s)
 				continue;
 			if (n == MAX_STOPPED)
 				return closedir(d), let_go(s, n), -1;
-			r = stop_one(tid, &s[n]);
+			r = stop_one(pid, tid, &s[n]);
 			if (r < 0)
 				return closedir(d), let_go(s, n), -1;
 			n += (size_t)r;

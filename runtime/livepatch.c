@@ -329,16 +329,31 @@ struct commit {
 	size_t errlen;
 };
 
+/* A tracer may have taken a pad since the patch was resolved. */
+static int still_free(struct commit *c)
+{
+	for (size_t i = 0; i < c->p->nfuncs; i++) {
+		const struct lp_func *f = &c->p->funcs[i];
+
+		if ((f->site->state & FTPAD_S_ENABLED) || f->site->patching)
+			return fail(c->err, c->errlen, -EBUSY,
+				    "function %s is traced: its pad is a tracer's until it stops",
+				    f->name);
+	}
+	return 0;
+}
+
 static int apply_held(void *arg)
 {
 	struct commit *c = arg;
 	struct lp_patch *p = c->p;
 	size_t i;
-	int err = c->await ? c->await(c->arg) : 0;
+	int err = still_free(c);
 
+	if (!err && c->await)
+		err = c->await(c->arg);
 	if (err)
 		return err;
-
 	for (i = 0; i < p->nfuncs; i++) {
 		struct lp_func *f = &p->funcs[i];
 		intptr_t rel = (intptr_t)(f->new_fn - (ftpad_site_addr(f->site) + 5));
@@ -378,19 +393,28 @@ static int revert_held(void *arg)
 
 	if (e)
 		return e;
+	/* The pads this patch is on top of go back to what was below it;
+	 * on a failure, those done go forward again. */
 	for (size_t i = 0; i < p->nfuncs; i++) {
-		struct lp_func *f = &p->funcs[i], *up = above(p, f->site);
-		int err;
+		struct lp_func *f = &p->funcs[i];
+		int err = above(p, f->site) ? 0 : switch_site(f, f->below);
+
+		if (!err)
+			continue;
+		fail(c->err, c->errlen, err, "%s: %s", f->name, ftpad_strerror(err));
+		for (size_t j = 0; j <= i; j++)
+			if (!above(p, p->funcs[j].site))
+				switch_site(&p->funcs[j], p->funcs[j].target);
+		return err;
+	}
+	/* A later patch of a function stays on top, over what was below. */
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		struct lp_func *up = above(p, p->funcs[i].site);
 
 		if (up) {
-			/* A later patch stays on top. */
-			up->below = f->below;
-			up->below_fn = f->below_fn;
-			continue;
+			up->below = p->funcs[i].below;
+			up->below_fn = p->funcs[i].below_fn;
 		}
-		err = switch_site(f, f->below);
-		if (err)
-			return fail(c->err, c->errlen, err, "%s: %s", f->name, ftpad_strerror(err));
 	}
 	for (struct lp_patch **pp = &applied; *pp; pp = &(*pp)->next) {
 		if (*pp == p) {

@@ -10,7 +10,8 @@ code's or a patch's, while other threads block in system calls.
   revert returns none gets the new one; at the end the text is byte for
   byte as before (read through /proc/PID/mem) and the program exits 0.
 - A second patch of a function goes over the first, reverting it brings
-  the first back; applying a patch twice is refused; --list lists.
+  the first back, reverting the first keeps it on top; applying a patch
+  twice is refused; --list lists.
 - Refusals, each leaving the text as it was: a thread blocked in a
   system call made from the function, a missing symbol, an unpadded
   function, a patch file writable by others.
@@ -126,6 +127,17 @@ def test_layers_twice_and_list(built, server):
     patch(server.pid, "--revert", built / "patch1.so")
     server.expect("old")
     assert patch(server.pid, "--list").stdout == ""
+    # The lower one reverted first: the upper one stays on top.
+    server.expect("any")
+    patch(server.pid, built / "patch1.so")
+    patch(server.pid, built / "patch2.so")
+    server.expect("new2")
+    server.expect("any")
+    patch(server.pid, "--revert", built / "patch1.so")
+    server.expect("new2old")
+    server.expect("any")
+    patch(server.pid, "--revert", built / "patch2.so")
+    server.expect("old")
     assert_text_unchanged(server.pid, before)
     assert " bad 0 " in server.quit()
 

@@ -5,7 +5,7 @@
  * each result is the old code's or a patch's; other threads block in
  * system calls, one of them inside a padded function (blocked_in_read)
  * so that a patch of it must be refused.  Commands on stdin, one a line:
- * "expect old|new|new2|any" (what every call that starts from now on
+ * "expect old|new|new2|new2old|any" (what every call that starts from now on
  * must return; answered "ok"), "quit" (prints the counts; exit status 0
  * only if no call returned something unexpected).  With the argument
  * "block", the hot threads block every signal, as many servers' workers
@@ -25,8 +25,9 @@
 #define HOT_THREADS 3
 
 /* What the patches return: old x+1 / x*3; new x+1001 / x*3+7; new2
- * x+2001 / x*3+7 (patch2 replaces the global one only). */
-enum expect { ANY, OLD, NEW, NEW2 };
+ * x+2001 / x*3+7 (patch2 replaces the global one only); new2old: patch2
+ * alone, x+2001 / x*3. */
+enum expect { ANY, OLD, NEW, NEW2, NEW2_OLD };
 
 static volatile int expect = ANY;
 static volatile int stop;
@@ -77,6 +78,8 @@ static bool good(int e, long x, long g, long s)
 		return new_g && new_s;
 	case NEW2:
 		return new2_g && new_s;
+	case NEW2_OLD:
+		return new2_g && old_s;
 	default:
 		return (old_g || new_g || new2_g) && (old_s || new_s);
 	}
@@ -139,7 +142,8 @@ int main(int argc, char **argv)
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strncmp(line, "expect ", 7)) {
 			expect = !strcmp(line + 7, "old\n") ? OLD : !strcmp(line + 7, "new\n") ? NEW
-				 : !strcmp(line + 7, "new2\n") ? NEW2 : ANY;
+				 : !strcmp(line + 7, "new2\n") ? NEW2
+				 : !strcmp(line + 7, "new2old\n") ? NEW2_OLD : ANY;
 			printf("ok\n");
 		} else if (!strcmp(line, "quit\n")) {
 			break;
