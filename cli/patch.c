@@ -41,6 +41,7 @@
 #define CHECK_PAUSE_US 1000
 #define MAX_RANGES 64
 #define MAX_STOPPED 4096
+#define STOP_TIMEOUT_MS 2000
 
 struct patch_opts {
 	pid_t pid;
@@ -154,8 +155,20 @@ static int stop_one(pid_t pid, pid_t tid, struct stopped *out)
 
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
 		return errno == ESRCH || (errno == EPERM && exiting(pid, tid)) ? 0 : -1;
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) || waitpid(tid, &st, __WALL) != tid ||
-	    !WIFSTOPPED(st))
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
+		return 0;
+	/* Bounded: a thread that neither stops nor ends (it was on its way
+	 * out when seized) must not hang the tool. */
+	for (int ms = 0;; ms++) {
+		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+
+		if (r == tid)
+			break;
+		if (r < 0 || ms == STOP_TIMEOUT_MS)
+			return r < 0 || exiting(pid, tid) ? 0 : -1;
+		usleep(1000);
+	}
+	if (!WIFSTOPPED(st))
 		return 0;
 	out->tid = tid;
 	/* A signal-delivery stop keeps its signal for the detach. */
@@ -323,7 +336,14 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 				  attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL);
 
 			let_go(st, (size_t)n);
-			return err ? -1 : 0;
+			if (err || strcmp(line, FTPAD_PATCH_SWITCHED))
+				return patch_fail(t->pid, "no answer after the go from libftpad's "
+						  "control thread"), -1;
+			/* The final answer follows, once the threads run. */
+			return attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL)
+				       ? (patch_fail(t->pid, "no answer from libftpad's control "
+						     "thread"), -1)
+				       : 0;
 		}
 		let_go(st, (size_t)n);
 		if (!dwfl)

@@ -242,6 +242,7 @@ static void release_patch_session(char *request);
 struct patch_go {
 	int fd;
 	const struct ftpad_patch_prep *prep;
+	bool went; /* the tool said go: it waits, threads stopped, for "switched" */
 };
 
 static int await_go(void *arg)
@@ -264,7 +265,8 @@ static int await_go(void *arg)
 	       line[len] != '\n')
 		len++;
 	line[len] = 0;
-	return strcmp(line, FTPAD_PATCH_GO) ? -ECANCELED : 0;
+	g->went = !strcmp(line, FTPAD_PATCH_GO);
+	return g->went ? 0 : -ECANCELED;
 }
 
 static void send_error(int fd, int err, const char *msg)
@@ -315,13 +317,17 @@ static void run_patch_session(int fd, const char *request)
 	ftpad_log_capture(NULL);
 	if (err == -ECANCELED)
 		snprintf(msg, sizeof(msg), "the tool gave up");
-	/* The answer first: the tool holds the threads stopped until then,
-	 * and the unload may wait for them. */
+	/* The tool holds the threads stopped until it hears the switch is
+	 * over, and the unload may wait for them: it hears that first.  The
+	 * last answer only once the patch is unloaded, so that the next
+	 * patch does not come while a dlclose runs. */
+	if (go.went)
+		send_line(fd, FTPAD_PATCH_SWITCHED "\n");
+	ftpad_patch_finish(&prep, checked);
 	if (err)
 		send_error(fd, err, *msg ? msg : start_messages);
 	else
 		send_line(fd, FTPAD_PATCH_DONE "\n");
-	ftpad_patch_finish(&prep, checked);
 }
 
 /* The forked child of an attached process: no control thread here, and
@@ -382,33 +388,25 @@ static int start_control_thread(char *request)
 	return ftpad_runtime_thread_start(&thread, control_main, request, true);
 }
 
-/* One patch session at a time, beside a recording one. */
-static int patch_claimed;
-
+/* Patch sessions run beside a recording one and beside each other: the
+ * previous one may still be unloading its patch when the tool, answered,
+ * sends the next; livepatch.c serialises them. */
 static void release_patch_session(char *request)
 {
 	ftpad_free(request);
-	__atomic_store_n(&patch_claimed, 0, __ATOMIC_RELEASE);
 }
 
 static int start_patch_session(const char *request, size_t size)
 {
-	char *copy;
+	char *copy = ftpad_alloc(size);
 	int err;
 
-	if (__atomic_exchange_n(&patch_claimed, 1, __ATOMIC_ACQ_REL))
-		return -EBUSY;
-	copy = ftpad_alloc(size);
-	if (!copy) {
-		err = -ENOMEM;
-	} else {
-		memcpy(copy, request, size);
-		err = start_control_thread(copy);
-		if (!err)
-			return 0;
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, request, size);
+	err = start_control_thread(copy);
+	if (err)
 		ftpad_free(copy);
-	}
-	__atomic_store_n(&patch_claimed, 0, __ATOMIC_RELEASE);
 	return err;
 }
 

@@ -103,6 +103,8 @@
 #define FTPAD_PATCH_READY_FMT "ready %d\n"
 #define FTPAD_PATCH_READY_SCAN "ready %d"
 #define FTPAD_PATCH_GO "go"
+/* After a go: the switch is over (done or not), the threads may run. */
+#define FTPAD_PATCH_SWITCHED "switched"
 #define FTPAD_PATCH_ABORT "abort"
 /* list: one line per applied patch, newest first. */
 #define FTPAD_PATCH_APPLIED_FMT "patch %s"
