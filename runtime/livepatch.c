@@ -684,28 +684,28 @@ size_t ftpad_patch_list(char *buf, size_t size)
 
 /* ---- the calls of ftpad.h ---- */
 
+/* Prepared (e: the preparation's result), switched without the stack
+ * check: a reverted patch stays loaded, since a thread may still be in it. */
+static int switch_unchecked(struct ftpad_patch_prep *prep, int e, char *err, size_t errlen)
+{
+	if (e)
+		return e;
+	e = ftpad_patch_commit(prep, NULL, NULL, err, errlen);
+	ftpad_patch_finish(prep, false);
+	return e;
+}
+
 int ftpad_patch_apply(const char *path, char *err, size_t errlen)
 {
 	struct ftpad_patch_prep prep;
-	int e = ftpad_patch_prepare(path, &prep, err, errlen);
 
-	if (e)
-		return e;
-	e = ftpad_patch_commit(&prep, NULL, NULL, err, errlen);
-	ftpad_patch_finish(&prep, false);
-	return e;
+	return switch_unchecked(&prep, ftpad_patch_prepare(path, &prep, err, errlen), err, errlen);
 }
 
 int ftpad_patch_revert(const char *path, char *err, size_t errlen)
 {
 	struct ftpad_patch_prep prep;
-	int e = ftpad_patch_prepare_revert(path, &prep, err, errlen);
 
-	/* Without the stack check, the patch stays loaded: a thread may
-	 * still be in it. */
-	if (e)
-		return e;
-	e = ftpad_patch_commit(&prep, NULL, NULL, err, errlen);
-	ftpad_patch_finish(&prep, false);
-	return e;
+	return switch_unchecked(&prep, ftpad_patch_prepare_revert(path, &prep, err, errlen), err,
+				errlen);
 }
