@@ -44,16 +44,9 @@ struct attach_opts {
 	bool graph;
 };
 
-/* ---- the session ---- */
+/* ---- the session (struct session: attach.h) ---- */
 
-struct session {
-	int listen, conn, signals;
-	char name[108];
-	char buf[512];
-	size_t len;
-};
-
-static int open_socket(struct session *s)
+int attach_open_socket(struct session *s)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	unsigned long long r = 0;
@@ -122,7 +115,7 @@ static int load_error(struct target *t, int64_t result, const char *errtext)
 
 /* One line from the control thread, its newline taken off; 0, or -1 on
  * end of file (the process exited), a timeout or a signal (*signalled). */
-static int read_line(struct session *s, char *out, size_t size, int timeout_ms, bool *signalled)
+int attach_read_line(struct session *s, char *out, size_t size, int timeout_ms, bool *signalled)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : attach_now_ms() + (uint64_t)timeout_ms;
 
@@ -216,10 +209,10 @@ static int read_start(struct target *t, struct session *s, char *line, size_t si
 {
 	bool signalled = false;
 
-	if (!read_line(s, line, size, REPLY_TIMEOUT_MS, &signalled))
+	if (!attach_read_line(s, line, size, REPLY_TIMEOUT_MS, &signalled))
 		return 0;
 	if (signalled && (*stop_sent = send_stop(s)) &&
-	    !read_line(s, line, size, REPLY_TIMEOUT_MS, NULL))
+	    !attach_read_line(s, line, size, REPLY_TIMEOUT_MS, NULL))
 		return 0;
 	if (!attach_alive(t->pid)) /* end of file: it died before its start */
 		return attach_gone(t->pid);
@@ -241,7 +234,7 @@ static int run_session(struct target *t, struct session *s, const struct attach_
 		r->sites, r->enabled,
 		stop_sent ? "; interrupted, detaching" : o->duration > 0 ? "" : "; Ctrl-C to detach");
 	if ((stop_sent || (wait_session(s, o->duration) && send_stop(s))) &&
-	    !read_line(s, line, sizeof(line), REPLY_TIMEOUT_MS, NULL)) {
+	    !attach_read_line(s, line, sizeof(line), REPLY_TIMEOUT_MS, NULL)) {
 		if (sscanf(line, FTPAD_ATTACH_STOPPED_SCAN, &r->events,
 			   &r->dropped, &r->bytes) != 3)
 			return attach_fail(t->pid, "libftpad says: %s", line);
@@ -485,7 +478,7 @@ static int wait_control(struct target *t, struct session *s)
 
 /* Getting in, and the stub out of the way again: 0 once the control
  * thread is connected. */
-static int load_library(struct target *t, struct session *s, const char *request,
+int attach_load_library(struct target *t, struct session *s, const char *request,
 			size_t request_len)
 {
 	char errtext[AB_ERRTEXT_SIZE];
@@ -557,7 +550,7 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	}
 	s.signals = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (s.signals < 0 || open_socket(&s))
+	if (s.signals < 0 || attach_open_socket(&s))
 		return attach_fail(t.pid, "cannot open the control socket: %s", strerror(errno));
 	if (create_trace_tmp(o.d.dir, o.d.force, tmp.path))
 		return 1;
@@ -569,7 +562,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	request_len = build_request(&o, tmp.path, s.name, request, sizeof(request));
 	if (!request_len || interrupted(t.pid) ||
-	    load_library(&t, &s, request, request_len)) {
+	    attach_load_library(&t, &s, request, request_len)) {
 		if (!request_len)
 			attach_fail(t.pid, "the request is too long");
 		remove_tree(tmp.path);

@@ -156,5 +156,23 @@ uint64_t attach_now_ms(void);
 bool attach_left_stub(struct target *t);
 /* The stub's slack bytes as they were. */
 void attach_restore_slack(struct target *t);
+/* attach.c: the session with libftpad's control thread, which `ftpad
+ * patch` (patch.c) runs too. */
+struct session {
+	int listen, conn, signals;
+	char name[108];
+	char buf[512];
+	size_t len;
+};
+/* The abstract socket the control thread connects to; 0 or -1. */
+int attach_open_socket(struct session *s);
+/* One line from the control thread, its newline taken off; 0, or -1 on
+ * end of file, a timeout or a signal (*signalled, when not NULL). */
+int attach_read_line(struct session *s, char *out, size_t size, int timeout_ms,
+		     bool *signalled);
+/* libftpad in with request, the stub out of the way again: 0 once the
+ * control thread is connected, -1 after the message. */
+int attach_load_library(struct target *t, struct session *s, const char *request,
+			size_t request_len);
 
 #endif

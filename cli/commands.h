@@ -16,4 +16,8 @@ int cmd_record(int argc, char **argv);
  * arch/attach_<arch>.c), ftpad.c's refusal. */
 int cmd_attach(int argc, char **argv);
 
+/* patch.c: `ftpad patch PID PATCH.so`; where it is not built (no x86_64
+ * or no libdw), ftpad.c's refusal. */
+int cmd_patch(int argc, char **argv);
+
 #endif

@@ -26,6 +26,7 @@ struct command {
 static const struct command commands[] = {
 	{ "record", cmd_record, "run PROG, recording calls to its padded functions into DIR" },
 	{ "attach", cmd_attach, "record the padded functions of a running process, then detach" },
+	{ "patch", cmd_patch, "replace functions of a running process with a patch's (live patch)" },
 	{ "replay", trace_cmd_replay, "a trace's calls, thread by thread, as a call tree with times" },
 	{ "report", trace_cmd_report, "a trace's time per function: calls, total, self, max" },
 	{ "dump", trace_cmd_dump, "a trace as Chrome JSON, Perfetto protobuf or folded stacks" },
@@ -41,6 +42,17 @@ int cmd_attach(int argc, char **argv)
 {
 	(void)argc, (void)argv;
 	fprintf(stderr, "ftpad: error: attach is not ported to this architecture yet\n");
+	return 1;
+}
+#endif
+
+#ifndef FTPAD_HAVE_PATCH
+/* patch needs x86_64's site jump and elfutils' libdw (cli/CMakeLists.txt). */
+int cmd_patch(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	fprintf(stderr, "ftpad: error: patch is not available in this build (x86_64 with "
+		"libdw only)\n");
 	return 1;
 }
 #endif

@@ -186,4 +186,17 @@ unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs) FTPAD
  * with the stack and arguments as at the function's entry. */
 void ftpad_arch_regs_set_ip(struct ftpad_regs *regs, unsigned long ip) FTPAD_HIDDEN;
 
+/*
+ * Live patching (livepatch.c): make entry site s of module m jump to
+ * target, or (0) go back to its NOP, while other threads run it: each
+ * thread runs either the old or the new instruction, and every call that
+ * starts once this returns runs the new one.  Under ftpad_lock, inside
+ * ftpad_modules_hold().  0; -ERANGE when target is out of the site's
+ * direct reach; -EAGAIN when it cannot be written safely now (x86_64: a
+ * thread blocks SIGTRAP and the guarded stores cannot be made); -EOPNOTSUPP where the arch has no live
+ * patching; the errors of ftpad_text_write().
+ */
+int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
+			 uintptr_t target) FTPAD_HIDDEN;
+
 #endif /* FTPAD_ARCH_H */

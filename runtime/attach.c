@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "livepatch.h"
 
 /* A request longer than this is taken for one without its end. */
 #define MAX_REQUEST FTPAD_ATTACH_REQUEST_MAX
@@ -44,7 +46,8 @@ static const char *const known_settings[] = {
 	FTPAD_ENV_ATTACH_SOCKET, FTPAD_ENV_RECORD, FTPAD_ENV_RECORD_EXITS,
 	FTPAD_ENV_RECORD_FILTER, FTPAD_ENV_RECORD_NOTRACE, FTPAD_ENV_RECORD_SIZE,
 	FTPAD_ENV_RECORD_CHUNK, FTPAD_ENV_RECORD_CHUNKS, FTPAD_ENV_RECORD_DEPTH,
-	FTPAD_ENV_RECORD_TIME_FILTER,
+	FTPAD_ENV_RECORD_TIME_FILTER, FTPAD_ENV_PATCH_OP, FTPAD_ENV_PATCH_FILE,
+	FTPAD_ENV_PATCH_CHECK,
 };
 
 /* The session: claimed by ftpad_attach_start(), given up by its control
@@ -90,9 +93,16 @@ static bool request_complete(const char *request)
 	const char *socket = ftpad_request_value(request, FTPAD_ENV_ATTACH_SOCKET);
 	const char *dir = ftpad_request_value(request, FTPAD_ENV_RECORD);
 	const char *exits = ftpad_request_value(request, FTPAD_ENV_RECORD_EXITS);
+	const char *op = ftpad_request_value(request, FTPAD_ENV_PATCH_OP);
+	const char *file = ftpad_request_value(request, FTPAD_ENV_PATCH_FILE);
 
-	return socket && *socket && strlen(socket) < sizeof(((struct sockaddr_un *)0)->sun_path) &&
-	       dir && dir[0] == '/' && (!exits || !strcmp(exits, "0") || !strcmp(exits, "1"));
+	if (!socket || !*socket || strlen(socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return false;
+	if (op) /* a patch request: none of the recorder's settings */
+		return !dir && !exits && (!strcmp(op, "list") ||
+					  ((!strcmp(op, "apply") || !strcmp(op, "revert")) &&
+					   file && file[0] == '/'));
+	return dir && dir[0] == '/' && (!exits || !strcmp(exits, "0") || !strcmp(exits, "1"));
 }
 
 /* ---- the control thread ---- */
@@ -223,6 +233,103 @@ static void run_session(int fd, char *request)
 	send_line(fd, line);
 }
 
+/* ---- patch sessions (livepatch.c) ---- */
+
+static void release_patch_session(char *request);
+
+/* The tool's go, once it has been told the ranges and stopped the other
+ * threads: 0, or -ECANCELED. */
+struct patch_go {
+	int fd;
+	const struct ftpad_patch_prep *prep;
+	bool went; /* the tool said go: it waits, threads stopped, for "switched" */
+};
+
+static int await_go(void *arg)
+{
+	struct patch_go *g = arg;
+	struct ftpad_patch_range r[64];
+	size_t n = ftpad_patch_ranges(g->prep, r, sizeof(r) / sizeof(r[0]));
+	char line[PATH_MAX + 64];
+	ssize_t got;
+	size_t len = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(line, sizeof(line), FTPAD_PATCH_RANGE_FMT, (unsigned long)r[i].lo,
+			 (unsigned long)r[i].hi, r[i].what);
+		send_line(g->fd, line);
+	}
+	snprintf(line, sizeof(line), FTPAD_PATCH_READY_FMT, (int)gettid());
+	send_line(g->fd, line);
+	while (len < sizeof(line) - 1 && (got = read(g->fd, line + len, 1)) == 1 &&
+	       line[len] != '\n')
+		len++;
+	line[len] = 0;
+	g->went = !strcmp(line, FTPAD_PATCH_GO);
+	return g->went ? 0 : -ECANCELED;
+}
+
+static void send_error(int fd, int err, const char *msg)
+{
+	char line[1024];
+
+	snprintf(line, sizeof(line), FTPAD_ATTACH_ERROR_FMT, -err, *msg ? msg : ftpad_strerror(err));
+	send_line(fd, line);
+}
+
+static void run_patch_session(int fd, const char *request)
+{
+	const char *op = ftpad_request_value(request, FTPAD_ENV_PATCH_OP);
+	const char *file = ftpad_request_value(request, FTPAD_ENV_PATCH_FILE);
+	const char *check = ftpad_request_value(request, FTPAD_ENV_PATCH_CHECK);
+	bool checked = check && !strcmp(check, "1");
+	struct ftpad_patch_prep prep;
+	char msg[512] = "";
+	int err;
+
+	if (!strcmp(op, "list")) {
+		char list[8192], line[sizeof(list) + 16];
+
+		ftpad_patch_list(list, sizeof(list));
+		for (char *p = list, *nl; *p; p = nl + 1) {
+			nl = strchr(p, '\n');
+			if (!nl) /* cut short: the list was longer than list[] */
+				break;
+			*nl = 0;
+			snprintf(line, sizeof(line), FTPAD_PATCH_APPLIED_FMT "\n", p);
+			send_line(fd, line);
+		}
+		send_line(fd, FTPAD_PATCH_DONE "\n");
+		return;
+	}
+	ftpad_log_capture(keep_message);
+	start_messages[0] = 0;
+	err = !strcmp(op, "apply") ? ftpad_patch_prepare(file, &prep, msg, sizeof(msg))
+				   : ftpad_patch_prepare_revert(file, &prep, msg, sizeof(msg));
+	if (err) {
+		ftpad_log_capture(NULL);
+		send_error(fd, err, *msg ? msg : start_messages);
+		return;
+	}
+	struct patch_go go = { .fd = fd, .prep = &prep };
+
+	err = ftpad_patch_commit(&prep, checked ? await_go : NULL, &go, msg, sizeof(msg));
+	ftpad_log_capture(NULL);
+	if (err == -ECANCELED)
+		snprintf(msg, sizeof(msg), "the tool gave up");
+	/* The tool holds the threads stopped until it hears the switch is
+	 * over, and the unload may wait for them: it hears that first.  The
+	 * last answer only once the patch is unloaded, so that the next
+	 * patch does not come while a dlclose runs. */
+	if (go.went)
+		send_line(fd, FTPAD_PATCH_SWITCHED "\n");
+	ftpad_patch_finish(&prep, checked);
+	if (err)
+		send_error(fd, err, *msg ? msg : start_messages);
+	else
+		send_line(fd, FTPAD_PATCH_DONE "\n");
+}
+
 /* The forked child of an attached process: no control thread here, and
  * the tool must see end of file when the parent's socket closes.  The
  * request stays mapped (record_session.c's own fork handler may still look). */
@@ -252,7 +359,17 @@ static void *control_main(void *arg)
 	if (fd < 0) {
 		ftpad_info("ftpad: attach: cannot connect to the tool's socket: %s\n",
 			   strerror(errno));
-		release_session(request);
+		if (ftpad_request_value(request, FTPAD_ENV_PATCH_OP))
+			release_patch_session(request);
+		else
+			release_session(request);
+		return NULL;
+	}
+	if (ftpad_request_value(request, FTPAD_ENV_PATCH_OP)) {
+		/* Not the recording's session: its socket stays its own. */
+		run_patch_session(fd, request);
+		release_patch_session(request);
+		close(fd);
 		return NULL;
 	}
 	__atomic_store_n(&session_fd, fd, __ATOMIC_RELEASE);
@@ -271,6 +388,28 @@ static int start_control_thread(char *request)
 	return ftpad_runtime_thread_start(&thread, control_main, request, true);
 }
 
+/* Patch sessions run beside a recording one and beside each other: the
+ * previous one may still be unloading its patch when the tool, answered,
+ * sends the next; livepatch.c serialises them. */
+static void release_patch_session(char *request)
+{
+	ftpad_free(request);
+}
+
+static int start_patch_session(const char *request, size_t size)
+{
+	char *copy = ftpad_alloc(size);
+	int err;
+
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, request, size);
+	err = start_control_thread(copy);
+	if (err)
+		ftpad_free(copy);
+	return err;
+}
+
 int ftpad_attach_start(const char *request)
 {
 	size_t size = request ? request_size(request) : 0;
@@ -279,6 +418,8 @@ int ftpad_attach_start(const char *request)
 
 	if (!size || !request_complete(request))
 		return -EINVAL;
+	if (ftpad_request_value(request, FTPAD_ENV_PATCH_OP))
+		return start_patch_session(request, size);
 	if (__atomic_exchange_n(&session_claimed, 1, __ATOMIC_ACQ_REL))
 		return -EBUSY;
 	if (ftpad_record_busy()) {

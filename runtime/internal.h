@@ -31,6 +31,7 @@ enum {
 	FTPAD_S_PREP = 1 << 4,      /* needs the arch's one-time write first */
 	FTPAD_S_PREPARED = 1 << 5,  /* ... which was done */
 	FTPAD_S_SLOTTED = 1 << 6,   /* the slot holds a pointer to this site */
+	FTPAD_S_JUMP = 1 << 7,      /* a live patch's: jumps to it (livepatch.c) */
 };
 
 /* struct ftpad_site.batch bits: what the update being made does to the
@@ -297,6 +298,9 @@ int ftpad_text_poke(const struct ftpad_poke *pokes, size_t n, bool mergeable) FT
  * it has one; written like any other code.  0, -ERANGE when no page is
  * free within reach, or the error of writing it. */
 int ftpad_module_stubs(struct ftpad_module *mod) FTPAD_HIDDEN;
+/* size bytes mapped PROT_READ|PROT_EXEC within branch reach of all of
+ * mod's code (a live patch's stubs), or 0. */
+uintptr_t ftpad_map_near(const struct ftpad_module *mod, size_t size) FTPAD_HIDDEN;
 
 /* Where an address lies in its module: its segment's protection and end,
  * looked up once per segment while a batch walks the sites in order. */

@@ -800,6 +800,11 @@ static uintptr_t map_near(const struct ftpad_module *mod, size_t size)
 	return 0;
 }
 
+uintptr_t ftpad_map_near(const struct ftpad_module *mod, size_t size)
+{
+	return map_near(mod, size);
+}
+
 /* The stubs of mod mapped at page: the arch's shared ones, then one per
  * exit site where the arch needs that (aarch64). */
 static void fill_stubs(const struct ftpad_module *mod, uint8_t *buf, uintptr_t page)

@@ -257,6 +257,11 @@ static inline int plan_site(struct plan *pl, struct ftpad_module *m, struct ftpa
 	struct decision d;
 	uint8_t regs;
 
+	/* A live patch's pad (livepatch.c refuses a traced one). */
+	if (__builtin_expect(s->state & FTPAD_S_JUMP, 0)) {
+		s->want = NULL;
+		return 0;
+	}
 	want = wanted(pl, s, &regs);
 	d = decide(s->state, half, want ? FTPAD_S_ENABLED | (regs ? FTPAD_S_REGS : 0) : 0, regs);
 	if (s->want != want)
@@ -363,6 +368,11 @@ static int plan_uniform(struct plan *pl, struct ftpad_module *m)
 		bool exit = ftpad_site_is_exit(s);
 		struct ftpad_ops *want = exit ? pl->want_exit : pl->want;
 		struct decision d = (exit ? pl->exit_table : pl->table)[patching != 0][s->state];
+
+		if (__builtin_expect(s->state & FTPAD_S_JUMP, 0)) {
+			s->want = NULL; /* a live patch's pad */
+			continue;
+		}
 
 		if (s->want != want)
 			s->want = want;

@@ -27,6 +27,10 @@ esac
 
 packages=("${demo_packages[@]}")
 [[ "${1:-}" == --demo ]] || packages+=(
+  # `ftpad patch` unwinds the stopped threads' stacks with libdw
+  # (docs/livepatch.md); without it the command is built without `patch`,
+  # which the demo does not use
+  libdw-dev
   # tests: real bytes and real linkers
   lld python3-pytest python3-pyelftools python3-capstone
   # make check's two pytest workers (scripts/run-tests.sh)

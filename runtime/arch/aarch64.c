@@ -523,3 +523,11 @@ bool ftpad_arch_record_slot_open(const void *ucontext)
 	(void)ucontext;
 	return false;
 }
+
+/* Live patching is x86_64's only so far (docs/livepatch.md). */
+int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
+			 uintptr_t target)
+{
+	(void)m, (void)s, (void)target;
+	return -EOPNOTSUPP;
+}

@@ -138,15 +138,31 @@ static void chain_sigtrap(int sig, siginfo_t *info, void *ctx)
  * instruction being written (a call into the stub, or the NOP), or, when
  * the patch finished before this handler ran, execute the site again.
  */
+/* The live patch's site being written (ftpad_arch_site_jump()), and the
+ * function it goes to (0: back to its NOP): what a trap there emulates. */
+static struct {
+	uintptr_t at, target;
+} jumping;
+
 static bool emulate_site(greg_t *gr)
 {
 	uintptr_t at = (uintptr_t)gr[REG_RIP] - 1;
-	struct ftpad_site *s = ftpad_site_by_addr(at);
-	struct ftpad_module *m = s ? ftpad_module_of(at) : NULL;
+	struct ftpad_site *s;
+	struct ftpad_module *m;
 	int8_t dir;
 	uint8_t call[8];
 	int32_t rel32;
 
+	if (at == __atomic_load_n(&jumping.at, __ATOMIC_ACQUIRE)) {
+		uintptr_t to = __atomic_load_n(&jumping.target, __ATOMIC_RELAXED);
+
+		/* A jmp leaves the stack as it is: the new function returns
+		 * to the caller. */
+		gr[REG_RIP] = (greg_t)(to ? to : at + sizeof(nop5));
+		return true;
+	}
+	s = ftpad_site_by_addr(at);
+	m = s ? ftpad_module_of(at) : NULL;
 	if (!s || !m)
 		return false;
 	dir = __atomic_load_n(&s->patching, __ATOMIC_ACQUIRE);
@@ -720,4 +736,105 @@ void ftpad_trampoline_at_exit(unsigned long ret, unsigned long parent_ip, struct
 			      struct ftpad_site *site)
 {
 	ftpad_dispatch_exit(ret - sizeof(nop5), site, parent_ip, regs);
+}
+
+/* One poke of len bytes at addr, within module m's mapping, then every
+ * core serialized. */
+static int poke_and_sync(const struct ftpad_module *m, uintptr_t addr, const uint8_t *bytes,
+			 uint8_t len)
+{
+	struct ftpad_seg_cache seg = { 0 };
+	struct ftpad_poke p;
+	int err;
+
+	ftpad_poke_place(&p, &seg, m, addr);
+	p.len = len;
+	memcpy(p.bytes, bytes, len);
+	err = ftpad_text_poke(&p, 1, false);
+	return err ? err : sync_all_cores();
+}
+
+/*
+ * The guarded variant, for a process where a thread blocks SIGTRAP: the
+ * code made writable, each change one 2- or 4-byte store within a cache
+ * line (as the tracer's guarded protocol): `jmp .+5` over the site (what
+ * the NOP does, and what a jump's removal leads to), the last three
+ * bytes, the first two; a jump to a jump is its rel32 in one store.
+ */
+static int jump_guarded(const struct ftpad_module *m, uintptr_t at, const uint8_t *insn)
+{
+	uint8_t *p = (uint8_t *)at;
+	int prot = ftpad_module_prot(m, at);
+	int err;
+
+	if (!ftpad_text_may_unprotect() || at % CACHE_LINE > CACHE_LINE - sizeof(nop5))
+		return -EAGAIN;
+	err = ftpad_text_unprotect(at, at + sizeof(nop5), prot, true);
+	if (err)
+		return err;
+	if (p[0] == 0xe9 && insn[0] == 0xe9) {
+		int32_t rel32;
+
+		memcpy(&rel32, insn + 1, sizeof(rel32));
+		store_code32(p + 1, rel32);
+		err = sync_all_cores();
+	} else {
+		store_code16(p, jmp_over_site[0], jmp_over_site[1]);
+		err = sync_all_cores();
+		memcpy(p + 2, insn + 2, sizeof(nop5) - 2);
+		err = err ? err : sync_all_cores();
+		store_code16(p, insn[0], insn[1]);
+		err = err ? err : sync_all_cores();
+	}
+	ftpad_text_unprotect(at, at + sizeof(nop5), prot, false);
+	return err;
+}
+
+int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
+			 uintptr_t target)
+{
+	uintptr_t at = ftpad_site_addr(s);
+	intptr_t rel = (intptr_t)(target - (at + sizeof(nop5)));
+	uint8_t insn[sizeof(nop5)];
+	char name[16] = "?";
+	pid_t tid;
+	int err;
+
+	if (target && rel != (int32_t)rel)
+		return -ERANGE;
+	if (target) {
+		int32_t rel32 = (int32_t)rel;
+
+		insn[0] = 0xe9;
+		memcpy(insn + 1, &rel32, sizeof(rel32));
+	} else {
+		memcpy(insn, nop5, sizeof(nop5));
+	}
+	/* A thread that blocks SIGTRAP, or a handler that would: int3 could
+	 * kill it, so the guarded stores instead, if they can be made. */
+	tid = ftpad_thread_blocking(SIGTRAP, NULL, name, sizeof(name));
+	if (tid > 0 || handler_blocking_sigtrap()) {
+		ftpad_debug("ftpad: thread %d (%s) blocks SIGTRAP: the pad at %#lx written "
+			    "without int3\n", (int)tid, name, (unsigned long)at);
+		err = jump_guarded(m, at, insn);
+		if (err == -EAGAIN)
+			ftpad_warn("ftpad: thread %d (%s) blocks SIGTRAP, and the code cannot be "
+				   "written without int3 (FTPAD_TEXT_WRITE=procmem, or the site "
+				   "crosses a cache line): not switched\n", (int)tid, name);
+		return err;
+	}
+	err = install_sigtrap();
+	if (err)
+		return err;
+	__atomic_store_n(&jumping.target, target, __ATOMIC_RELAXED);
+	__atomic_store_n(&jumping.at, at, __ATOMIC_RELEASE);
+	err = poke_and_sync(m, at, (const uint8_t[]){ 0xcc }, 1);
+	if (!err)
+		err = poke_and_sync(m, at + 1, insn + 1, sizeof(insn) - 1);
+	if (!err)
+		err = poke_and_sync(m, at, insn, 1);
+	/* A thread that trapped and has not looked yet finds no int3 there
+	 * any more, and runs the site again. */
+	__atomic_store_n(&jumping.at, 0, __ATOMIC_RELEASE);
+	return err;
 }

@@ -443,7 +443,10 @@ FTPAD_API int ftpad_get_stats(struct ftpad_stats *st);
  * (0 or 1, default 1), FTPAD_RECORD_FILTER, FTPAD_RECORD_NOTRACE,
  * FTPAD_RECORD_SIZE, FTPAD_RECORD_CHUNK, FTPAD_RECORD_CHUNKS,
  * FTPAD_RECORD_DEPTH, FTPAD_RECORD_TIME_FILTER; they replace the
- * environment's for the session.  The request is copied and a control
+ * environment's for the session.  A request with FTPAD_PATCH_OP instead
+ * (apply, revert or list; with FTPAD_PATCH_FILE, absolute, and
+ * FTPAD_PATCH_CHECK) is `ftpad patch`'s: a patch session beside any
+ * recording one, which ftpad_record.h and docs/livepatch.md describe.  The request is copied and a control
  * thread does the rest, so the call returns at once and patches nothing on
  * the calling thread, whose signal mask it leaves alone.  It takes no lock
  * of libftpad's and calls no malloc of its own, but pthread_create() does
@@ -461,6 +464,36 @@ FTPAD_API int ftpad_get_stats(struct ftpad_stats *st);
  * -ENOMEM, or pthread_create()'s error, negated.
  */
 FTPAD_API int ftpad_attach_start(const char *request);
+
+/**
+ * @brief **ftpad_patch_apply()** applies the live patch at path (a shared
+ * object written with ftpad_patch.h; docs/livepatch.md): it is dlopened,
+ * every name it uses is resolved in the padded modules (static symbols
+ * too), and each function it replaces switches to its replacement by a
+ * direct jump written into its pad.  Each function switches atomically,
+ * not the patch as a whole: `ftpad patch` adds the check that no thread
+ * runs a replaced function.  Nothing is switched when a name is missing,
+ * a replaced function has no pad, or a tracer's ops traces one (a
+ * live-patched function is not traced until it is reverted).  A second
+ * patch of a function replaces the first; reverting it brings the first
+ * back.  Not from a callback.  Since libftpad.so.1.2.
+ *
+ * @return 0, or a negative errno with a message in err[errlen] (may be
+ * NULL): -EEXIST when this patch is applied already, -ENOENT for a name
+ * that resolves nowhere, -ENOTSUP for a function without a pad, -EBUSY
+ * for a traced one, -ENOEXEC when dlopen fails, -ERANGE, -EAGAIN (a
+ * thread blocks SIGTRAP and the code cannot be written without int3),
+ * -EOPNOTSUPP on aarch64, the text write errors.
+ */
+FTPAD_API int ftpad_patch_apply(const char *path, char *err, size_t errlen);
+
+/**
+ * @brief **ftpad_patch_revert()** puts the functions a patch replaced back
+ * (the NOP byte for byte, or the patch that was below it).  The patch stays
+ * loaded: without stopping the threads nothing says none is still in it.
+ * @return 0, -ENOENT when it is not applied, or as ftpad_patch_apply().
+ */
+FTPAD_API int ftpad_patch_revert(const char *path, char *err, size_t errlen);
 
 enum ftpad_log_level { FTPAD_WARN, FTPAD_INFO, FTPAD_DEBUG };
 typedef int (*ftpad_print_fn_t)(enum ftpad_log_level level, const char *fmt, va_list ap);

@@ -85,4 +85,30 @@
 #define FTPAD_ATTACH_STOPPED_FMT "stopped events=%llu dropped=%llu bytes=%llu\n"
 #define FTPAD_ATTACH_STOPPED_SCAN "stopped events=%llu dropped=%llu bytes=%llu"
 
+/* ---- ftpad patch (runtime/livepatch.c through attach.c; cli/patch.c) ----
+ * A patch request is an attach request with FTPAD_PATCH_OP instead of
+ * the recorder's settings: FTPAD_ATTACH_SOCKET, FTPAD_PATCH_OP, and for
+ * apply and revert FTPAD_PATCH_FILE (absolute) and FTPAD_PATCH_CHECK. */
+#define FTPAD_ENV_PATCH_OP "FTPAD_PATCH_OP"       /* apply, revert or list */
+#define FTPAD_ENV_PATCH_FILE "FTPAD_PATCH_FILE"   /* the patch's path */
+/* "1": the control thread names the code no thread may run when the
+ * patch switches, then waits for the tool's go; "0": it switches at once. */
+#define FTPAD_ENV_PATCH_CHECK "FTPAD_PATCH_CHECK"
+
+/* With the check: one line per range of code, then "ready TID" (the
+ * control thread, which the tool leaves running), answered by "go" (every
+ * other thread stopped, none in a range) or "abort". */
+#define FTPAD_PATCH_RANGE_FMT "range %lx %lx %s\n"
+#define FTPAD_PATCH_RANGE_SCAN "range %llx %llx %n"
+#define FTPAD_PATCH_READY_FMT "ready %d\n"
+#define FTPAD_PATCH_READY_SCAN "ready %d"
+#define FTPAD_PATCH_GO "go"
+/* After a go: the switch is over (done or not), the threads may run. */
+#define FTPAD_PATCH_SWITCHED "switched"
+#define FTPAD_PATCH_ABORT "abort"
+/* list: one line per applied patch, newest first. */
+#define FTPAD_PATCH_APPLIED_FMT "patch %s"
+/* The end: switched (or listed), or FTPAD_ATTACH_ERROR_FMT. */
+#define FTPAD_PATCH_DONE "done"
+
 #endif

@@ -66,6 +66,7 @@ def test_install_layout(prefix):
     for f in ["bin/ftpad", "bin/recordmcount-ng", "bin/ftpad-config", "lib/ftpad/ftpad.so",
               "lib/ftpad/ftpad-specs.sh", "lib/libftpad.so.1", "lib/libftpad.a",
               "include/ftpad.h", "include/ftpad_site.h", "include/ftpad_trace.h",
+              "include/ftpad_patch.h",
               "lib/pkgconfig/ftpad.pc",
               "lib/cmake/ftpad/ftpadConfig.cmake", "lib/cmake/ftpad/ftpadConfigVersion.cmake",
               "lib/cmake/ftpad/ftpadTargets.cmake"] + [f"share/man/{m}" for m in MAN_PAGES]:
