@@ -249,6 +249,26 @@ static void cut_short_cause(const char *name, const struct proc_ends *ends, char
 		 "most likely");
 }
 
+/* NAME in the directory dir, for reading, or NULL: no link followed,
+ * nothing but a regular file (a FIFO would block), and in a trace
+ * directory top that is not ours only its owner's files (a hard link to a
+ * file of ours is not). */
+static FILE *open_trace_file(int dir, const char *name, const struct stat *top)
+{
+	int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	FILE *f = NULL;
+
+	if (fd < 0)
+		return NULL;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	    (top->st_uid == geteuid() || st.st_uid == top->st_uid))
+		f = fdopen(fd, "r");
+	if (!f)
+		close(fd);
+	return f;
+}
+
 /* What an image's writer had written: its events and its LOST counts
  * (docs/format.md), for an image that could not say its totals.  Read as
  * open_image() reads: through no link, regular files only, and in a
@@ -267,21 +287,12 @@ static void count_written(int dir, const struct stat *top, const char *name,
 	}
 	while ((d = readdir(entries))) {
 		uint64_t ev[2]; /* time, then the event word and sp */
-		struct stat st;
-		FILE *f = NULL;
-		int fd;
+		FILE *f;
 
 		if (!strstr(d->d_name, ".events"))
 			continue;
-		fd = openat(sub, d->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
-		    (top->st_uid == geteuid() || st.st_uid == top->st_uid))
-			f = fdopen(fd, "r");
-		if (!f) {
-			if (fd >= 0)
-				close(fd);
+		if (!(f = open_trace_file(sub, d->d_name, top)))
 			continue;
-		}
 		if (!fseek(f, 64, SEEK_SET))
 			while (fread(ev, sizeof(ev), 1, f) == 1) {
 				uint32_t what = (uint32_t)ev[1], sp = (uint32_t)(ev[1] >> 32);
@@ -343,19 +354,10 @@ static void add_image_stats(FILE *f, int dir, const struct stat *top, const char
 static FILE *open_image(int dir, const struct stat *top, const char *name)
 {
 	int sub = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int fd = sub < 0 ? -1 : openat(sub, "image", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	FILE *f = NULL;
+	FILE *f = sub < 0 ? NULL : open_trace_file(sub, "image", top);
 
 	if (sub >= 0)
 		close(sub);
-	if (fd < 0)
-		return NULL;
-	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
-	    (top->st_uid == geteuid() || st.st_uid == top->st_uid))
-		f = fdopen(fd, "r");
-	if (!f)
-		close(fd);
 	return f;
 }
 
