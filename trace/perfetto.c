@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "out.h"
+#include "pb.h"
 #include "tree_walk.h"
 #include "viewers.h"
 
@@ -84,8 +85,6 @@ enum {
 	TYPE_INSTANT = 3,
 };
 
-enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
-
 /* The categories of the frames that are not plain function calls, interned
  * at each sequence's start with these iids (a plain call has none: it is
  * the common case, and a category would cost it two bytes). */
@@ -93,65 +92,6 @@ enum category { CAT_NONE, CAT_SIGNAL, CAT_ENTRY_ONLY, CAT_LOST, CAT_UNWOUND, CAT
 static const char *const category_names[NCATS] = {
 	NULL, "signal", "entry_only", "lost", "unwound", "running",
 };
-
-/* A message being built: nested ones are built first, then copied in
- * with their length.  Only for the packets that are not a plain begin or
- * end: descriptors, a sequence's first packets, new names. */
-struct pb {
-	uint8_t *buf;
-	size_t len, cap;
-};
-
-static void pb_room(struct pb *m, size_t n)
-{
-	if (m->len + n > m->cap) {
-		m->cap = (m->len + n) * 2 + 256;
-		m->buf = realloc(m->buf, m->cap);
-		if (!m->buf)
-			abort();
-	}
-}
-
-static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-static void pb_varint(struct pb *m, uint64_t v)
-{
-	pb_room(m, 10);
-	m->len = (size_t)(put_varint(m->buf + m->len, v) - m->buf);
-}
-
-static void pb_uint(struct pb *m, unsigned field, uint64_t v)
-{
-	pb_varint(m, (uint64_t)field << 3 | WIRE_VARINT);
-	pb_varint(m, v);
-}
-
-static void pb_bytes(struct pb *m, unsigned field, const void *data, size_t n)
-{
-	pb_varint(m, (uint64_t)field << 3 | WIRE_LEN);
-	pb_varint(m, n);
-	pb_room(m, n);
-	memcpy(m->buf + m->len, data, n);
-	m->len += n;
-}
-
-static void pb_string(struct pb *m, unsigned field, const char *s)
-{
-	pb_bytes(m, field, s, strlen(s));
-}
-
-static void pb_message(struct pb *m, unsigned field, const struct pb *inner)
-{
-	pb_bytes(m, field, inner->buf, inner->len);
-}
 
 /* Where a thread's sequence is: its id, its incremental clock, and which
  * names it has been given (iid_of[sym], valid where seq_of[sym] is this
@@ -172,7 +112,7 @@ static void emit_packet(struct perfetto *p)
 {
 	uint8_t head[11], *h = head;
 
-	*h++ = TRACE_PACKET << 3 | WIRE_LEN;
+	*h++ = TRACE_PACKET << 3 | PB_WIRE_LEN;
 	h = put_varint(h, p->packet.len);
 	out_mem(p->o, (const char *)head, (size_t)(h - head));
 	out_mem(p->o, (const char *)p->packet.buf, p->packet.len);
@@ -184,14 +124,14 @@ static void emit_packet(struct perfetto *p)
  * absolutely, in BOOTTIME, and leaves clock 64 where it was. */
 static inline uint8_t *put_timestamp(struct perfetto *p, uint8_t *q, int64_t ns)
 {
-	*q++ = PACKET_TIMESTAMP << 3 | WIRE_VARINT;
+	*q++ = PACKET_TIMESTAMP << 3 | PB_WIRE_VARINT;
 	if (ns >= p->clock) {
 		q = put_varint(q, (uint64_t)(ns - p->clock));
 		p->clock = ns;
 		return q;
 	}
 	q = put_varint(q, ns < 0 ? 0 : (uint64_t)ns);
-	q = put_varint(q, PACKET_TIMESTAMP_CLOCK_ID << 3 | WIRE_VARINT);
+	q = put_varint(q, PACKET_TIMESTAMP_CLOCK_ID << 3 | PB_WIRE_VARINT);
 	return put_varint(q, BUILTIN_CLOCK_BOOTTIME);
 }
 
@@ -207,22 +147,22 @@ static inline void emit_event(struct perfetto *p, int64_t ns, unsigned type, uin
 	uint8_t buf[96], *q = buf + 2, *event;
 
 	q = put_timestamp(p, q, ns);
-	*q++ = PACKET_SEQUENCE_ID << 3 | WIRE_VARINT;
+	*q++ = PACKET_SEQUENCE_ID << 3 | PB_WIRE_VARINT;
 	q = put_varint(q, p->seq);
-	*q++ = PACKET_TRACK_EVENT << 3 | WIRE_LEN;
+	*q++ = PACKET_TRACK_EVENT << 3 | PB_WIRE_LEN;
 	event = ++q;
 	if (cat != CAT_NONE) {
-		*q++ = EVENT_CATEGORY_IIDS << 3 | WIRE_VARINT;
+		*q++ = EVENT_CATEGORY_IIDS << 3 | PB_WIRE_VARINT;
 		*q++ = (uint8_t)cat;
 	}
-	*q++ = EVENT_TYPE << 3 | WIRE_VARINT;
+	*q++ = EVENT_TYPE << 3 | PB_WIRE_VARINT;
 	*q++ = (uint8_t)type;
 	if (name_iid) {
-		*q++ = EVENT_NAME_IID << 3 | WIRE_VARINT;
+		*q++ = EVENT_NAME_IID << 3 | PB_WIRE_VARINT;
 		q = put_varint(q, name_iid);
 	}
 	event[-1] = (uint8_t)(q - event);
-	buf[0] = TRACE_PACKET << 3 | WIRE_LEN;
+	buf[0] = TRACE_PACKET << 3 | PB_WIRE_LEN;
 	buf[1] = (uint8_t)(q - buf - 2);
 	out_mem(p->o, (const char *)buf, (size_t)(q - buf));
 }

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "out.h"
+#include "pb.h"
 #include "viewers.h"
 
 #ifdef FTPAD_HAVE_ZLIB
@@ -59,8 +60,6 @@ enum {
 	FUNCTION_FILENAME = 4,
 };
 
-enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
-
 /* The profile's string table: index 0 is "", as pprof requires; then the
  * sample types' words, then the names, each once. */
 enum { STR_EMPTY, STR_CALLS, STR_COUNT, STR_SELF, STR_NANOSECONDS, NFIXED_STRINGS };
@@ -68,120 +67,61 @@ static const char *const fixed_strings[NFIXED_STRINGS] = {
 	"", "calls", "count", "self", "nanoseconds",
 };
 
-struct buf {
-	uint8_t *p;
-	size_t len, cap;
-};
-
-static int buf_room(struct buf *b, size_t n)
+static void put_value_type(struct pb *b, struct pb *m, uint64_t type, uint64_t unit)
 {
-	if (b->len + n > b->cap) {
-		size_t cap = (b->len + n) * 2 + 4096;
-		uint8_t *p = realloc(b->p, cap);
-
-		if (!p)
-			return -1;
-		b->p = p;
-		b->cap = cap;
-	}
-	return 0;
-}
-
-static void put_varint(struct buf *b, uint64_t v)
-{
-	while (v >= 0x80) {
-		b->p[b->len++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	b->p[b->len++] = (uint8_t)v;
-}
-
-static int put_uint(struct buf *b, unsigned field, uint64_t v)
-{
-	if (buf_room(b, 20))
-		return -1;
-	put_varint(b, (uint64_t)field << 3 | WIRE_VARINT);
-	put_varint(b, v);
-	return 0;
-}
-
-static int put_bytes(struct buf *b, unsigned field, const void *data, size_t n)
-{
-	if (buf_room(b, 20 + n))
-		return -1;
-	put_varint(b, (uint64_t)field << 3 | WIRE_LEN);
-	put_varint(b, n);
-	memcpy(b->p + b->len, data, n);
-	b->len += n;
-	return 0;
-}
-
-/* A nested message: built in `inner`, then copied in with its length. */
-static int put_message(struct buf *b, unsigned field, struct buf *inner)
-{
-	int rc = put_bytes(b, field, inner->p, inner->len);
-
-	inner->len = 0;
-	return rc;
-}
-
-static int put_value_type(struct buf *b, struct buf *m, unsigned field, uint64_t type,
-			  uint64_t unit)
-{
-	return put_uint(m, VALUE_TYPE_TYPE, type) || put_uint(m, VALUE_TYPE_UNIT, unit) ||
-	       put_message(b, field, m);
+	pb_uint(m, VALUE_TYPE_TYPE, type);
+	pb_uint(m, VALUE_TYPE_UNIT, unit);
+	pb_message(b, PROFILE_SAMPLE_TYPE, m);
 }
 
 /* A sample: its path's locations from the leaf up, then its values. */
-static int put_sample(struct buf *b, struct buf *m, struct buf *ids,
-		      const struct trace_path *paths, uint32_t i)
+static void put_sample(struct pb *b, struct pb *m, struct pb *ids,
+		       const struct trace_path *paths, uint32_t i)
 {
-	for (uint32_t p = i; p != TRACE_NONE; p = paths[p].parent) {
-		if (buf_room(ids, 10))
-			return -1;
-		put_varint(ids, (uint64_t)paths[p].sym + 1); /* location id: sym + 1 */
-	}
-	if (put_message(m, SAMPLE_LOCATION_ID, ids) || buf_room(ids, 20))
-		return -1;
-	put_varint(ids, paths[i].calls);
-	put_varint(ids, (uint64_t)(paths[i].self < 0 ? 0 : paths[i].self));
-	return put_message(m, SAMPLE_VALUE, ids) || put_message(b, PROFILE_SAMPLE, m);
+	for (uint32_t p = i; p != TRACE_NONE; p = paths[p].parent)
+		pb_varint(ids, (uint64_t)paths[p].sym + 1); /* location id: sym + 1 */
+	pb_message(m, SAMPLE_LOCATION_ID, ids);
+	pb_varint(ids, paths[i].calls);
+	pb_varint(ids, (uint64_t)(paths[i].self < 0 ? 0 : paths[i].self));
+	pb_message(m, SAMPLE_VALUE, ids);
+	pb_message(b, PROFILE_SAMPLE, m);
 }
 
 /* The location and the function of name `sym`: both numbered sym + 1, so
  * that a sample needs no table to name its locations. */
-static int put_function(struct buf *b, struct buf *m, struct buf *line, uint32_t sym,
-			uint64_t name, uint64_t file)
+static void put_function(struct pb *b, struct pb *m, struct pb *line, uint32_t sym,
+			 uint64_t name, uint64_t file)
 {
 	uint64_t id = (uint64_t)sym + 1;
 
-	return put_uint(line, LINE_FUNCTION_ID, id) || put_uint(m, LOCATION_ID, id) ||
-	       put_message(m, LOCATION_LINE, line) || put_message(b, PROFILE_LOCATION, m) ||
-	       put_uint(m, FUNCTION_ID, id) || put_uint(m, FUNCTION_NAME, name) ||
-	       put_uint(m, FUNCTION_SYSTEM_NAME, name) || put_uint(m, FUNCTION_FILENAME, file) ||
-	       put_message(b, PROFILE_FUNCTION, m);
+	pb_uint(line, LINE_FUNCTION_ID, id);
+	pb_uint(m, LOCATION_ID, id);
+	pb_message(m, LOCATION_LINE, line);
+	pb_message(b, PROFILE_LOCATION, m);
+	pb_uint(m, FUNCTION_ID, id);
+	pb_uint(m, FUNCTION_NAME, name);
+	pb_uint(m, FUNCTION_SYSTEM_NAME, name);
+	pb_uint(m, FUNCTION_FILENAME, file);
+	pb_message(b, PROFILE_FUNCTION, m);
 }
 
 /* The sample types, the samples, the locations and functions of the names
  * the samples use, and the string table. */
-static int encode_profile(struct trace *t, const struct trace_path *paths, size_t npaths,
-			  struct buf *b)
+static void encode_profile(struct trace *t, const struct trace_path *paths, size_t npaths,
+			   struct pb *b)
 {
-	struct buf m = { 0 }, inner = { 0 };
+	struct pb m = { 0 }, inner = { 0 };
 	uint32_t *string_of = calloc(t->nsyms + 1, sizeof(*string_of)); /* sym: its string + 1 */
 	uint32_t *module_of = calloc(t->nsyms + 1, sizeof(*module_of)); /* sym: a module sym + 1 */
 	uint32_t nstrings = NFIXED_STRINGS, *order = malloc((2 * t->nsyms + 1) * sizeof(*order));
-	int rc = -1;
 	size_t i;
 
 	if (!string_of || !module_of || !order)
-		goto out;
-	if (put_value_type(b, &m, PROFILE_SAMPLE_TYPE, STR_CALLS, STR_COUNT) ||
-	    put_value_type(b, &m, PROFILE_SAMPLE_TYPE, STR_SELF, STR_NANOSECONDS))
-		goto out;
+		abort();
+	put_value_type(b, &m, STR_CALLS, STR_COUNT);
+	put_value_type(b, &m, STR_SELF, STR_NANOSECONDS);
 	for (i = 0; i < npaths; i++)
-		if (put_sample(b, &m, &inner, paths, (uint32_t)i))
-			goto out;
+		put_sample(b, &m, &inner, paths, (uint32_t)i);
 	for (i = 0; i < t->nfuncs; i++) /* a name's module: its first function's */
 		if (!module_of[t->funcs[i].sym])
 			module_of[t->funcs[i].sym] = t->funcs[i].mod + 1;
@@ -194,38 +134,29 @@ static int encode_profile(struct trace *t, const struct trace_path *paths, size_
 			order[(string_of[mod - 1] = ++nstrings) - NFIXED_STRINGS - 1] = mod - 1;
 	}
 	for (i = 0; i < npaths; i++) {
-		uint32_t sym = paths[i].sym;
+		uint32_t sym = paths[i].sym, mod = module_of[sym];
 
-		if (string_of[sym] && !(string_of[sym] & 0x80000000u)) {
-			uint32_t mod = module_of[sym];
-
-			if (put_function(b, &m, &inner, sym, string_of[sym] - 1,
-					 mod ? (string_of[mod - 1] & 0x7fffffffu) - 1 : STR_EMPTY))
-				goto out;
-			string_of[sym] |= 0x80000000u; /* written */
-		}
+		if (string_of[sym] & 0x80000000u) /* written */
+			continue;
+		put_function(b, &m, &inner, sym, string_of[sym] - 1,
+			     mod ? (string_of[mod - 1] & 0x7fffffffu) - 1 : STR_EMPTY);
+		string_of[sym] |= 0x80000000u;
 	}
 	for (i = 0; i < NFIXED_STRINGS; i++)
-		if (put_bytes(b, PROFILE_STRING_TABLE, fixed_strings[i], strlen(fixed_strings[i])))
-			goto out;
+		pb_string(b, PROFILE_STRING_TABLE, fixed_strings[i]);
 	for (i = 0; i < nstrings - NFIXED_STRINGS; i++)
-		if (put_bytes(b, PROFILE_STRING_TABLE, t->syms[order[i]], strlen(t->syms[order[i]])))
-			goto out;
-	rc = put_uint(b, PROFILE_DEFAULT_SAMPLE_TYPE, STR_SELF);
-out:
-	if (rc)
-		fputs("ftpad: error: dump --pprof: out of memory\n", stderr);
-	free(m.p);
-	free(inner.p);
+		pb_string(b, PROFILE_STRING_TABLE, t->syms[order[i]]);
+	pb_uint(b, PROFILE_DEFAULT_SAMPLE_TYPE, STR_SELF);
+	free(m.buf);
+	free(inner.buf);
 	free(string_of);
 	free(module_of);
 	free(order);
-	return rc;
 }
 
 #ifdef FTPAD_HAVE_ZLIB
 /* The profile gzip'd into o, as pprof files are. */
-static int write_gzip(struct out *o, const struct buf *b)
+static int write_gzip(struct out *o, const struct pb *b)
 {
 	z_stream z = { 0 };
 	unsigned char chunk[1 << 16];
@@ -234,7 +165,7 @@ static int write_gzip(struct out *o, const struct buf *b)
 	/* 15 + 16: a gzip header and trailer around the deflate stream */
 	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
 		return -1;
-	z.next_in = b->p;
+	z.next_in = b->buf;
 	z.avail_in = (uInt)b->len;
 	do {
 		z.next_out = chunk;
@@ -249,7 +180,7 @@ static int write_gzip(struct out *o, const struct buf *b)
 #define HAVE_GZIP 1
 #else
 /* The aarch64 ftpad is cross-built with no zlib for its target. */
-static int write_gzip(struct out *o, const struct buf *b)
+static int write_gzip(struct out *o, const struct pb *b)
 {
 	(void)o, (void)b;
 	return -1;
@@ -261,7 +192,7 @@ static int write_gzip(struct out *o, const struct buf *b)
 int trace_dump_pprof(struct trace *t, const char *path)
 {
 	struct trace_path *paths;
-	struct buf b = { 0 };
+	struct pb b = { 0 };
 	struct out *o;
 	size_t npaths;
 	int rc = 1;
@@ -274,12 +205,14 @@ int trace_dump_pprof(struct trace *t, const char *path)
 	if (!trace_has_exits(t)) /* calls are still counted; times are 0 */
 		trace_say_no_exits(t, "warning", "dump --pprof");
 	npaths = trace_collect_paths(t, &paths);
-	if (!encode_profile(t, paths, npaths, &b) && (o = out_open(path))) {
+	encode_profile(t, paths, npaths, &b);
+	o = out_open(path);
+	if (o) {
 		if (write_gzip(o, &b)) /* zlib's only failure here: memory */
 			o->failed = ENOMEM; /* and no half profile under the name asked for */
 		rc = out_close(o) ? 1 : 0;
 	}
 	free(paths);
-	free(b.p);
+	free(b.buf);
 	return rc;
 }
