@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from ftpadtest import ROOT, run
-from test_trace_view import Scenario, ftpad, gen, scenario_a, scenario_c  # noqa: F401
+from test_trace_view import Scenario, ftpad, gen, scenario_a, scenario_b, scenario_c  # noqa: F401
 
 SCHEMA_DIR = ROOT / "tests" / "trace" / "perfetto"
 SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE = 1, 2
@@ -202,6 +202,16 @@ def test_each_thread_is_a_sequence_and_a_track(tmp_path, gen, protoc):
     cleared = [one(p["_raw"], "trusted_packet_sequence_id") for p in packets
                if one(p["_raw"], "sequence_flags", 0) & SEQ_INCREMENTAL_STATE_CLEARED]
     assert cleared == [1, 2, 3, 4]
+
+
+def test_unwound_frames_end_with_their_category(tmp_path, gen, protoc):
+    out = tmp_path / "b.pftrace"
+    ftpad("dump", "--perfetto", scenario_b(tmp_path, gen), "-o", out)
+    _, events = read_trace(decode(protoc, out))
+    ends = [e[4] for e in events if e[2] == "TYPE_SLICE_END"]
+    # replay's "# 25 events, 13 frames unwound"
+    assert ends.count(["unwound"]) == 13 and set(map(tuple, ends)) == {(), ("unwound",)}
+    assert [e[3] for e in events if e[2] == "TYPE_SLICE_BEGIN"][:4] == ["main", "a", "b", "c"]
 
 
 def test_a_clock_that_goes_back_is_said_absolutely(tmp_path, gen, protoc):
