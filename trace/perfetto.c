@@ -6,8 +6,8 @@
  * written as soon as it is made, so memory stays the same whatever the
  * trace's length.
  *
- * Small, as Perfetto's own SDK writes it (docs/reference/synthetic-track-event.md,
- * docs/concepts/clock-sync.md):
+ * Small, as Perfetto's own SDK writes it (Perfetto's docs/concepts/clock-sync.md
+ * and docs/reference/synthetic-track-event.md):
  *   - each thread is one packet sequence (trusted_packet_sequence_id) and
  *     one track; the sequence's first packet clears its incremental state
  *     and sets its defaults: the thread's track and clock 64;
@@ -17,7 +17,8 @@
  *   - a name is written once a sequence (InternedData.event_names) and
  *     then referred to by its iid, given in order of first use so that the
  *     hot functions get one-byte iids.
- * A function's slice begin is then 12 bytes or less, its end 10.
+ * A function's slice begin is then 12 bytes or less and its end 10 while
+ * the steps between events stay under 128 ns and its iid under 128.
  *
  * Field numbers, from google/perfetto at ec5d16b14b743ba6063d720956d6d6af6610fd72,
  * written out as a schema in tests/trace/perfetto/perfetto_trace.proto, which
