@@ -3,8 +3,8 @@
 directories written in the documented format (docs/format.md "The trace
 directory") by tests/src/trace/gen_trace.c through <ftpad_trace.h>: exact
 trees, exact report numbers, folded lines one by one, Chrome JSON that
-loads and pairs, a Perfetto file that protoc decodes with Perfetto's field
-numbers, and clear errors on bad input."""
+loads and pairs, and clear errors on bad input (test_perfetto.py decodes
+the Perfetto file)."""
 import json
 import os
 import re
@@ -581,90 +581,6 @@ def test_chrome_json_marks(tmp_path, gen):
         {"entry_only": True}]
     assert [(e["ph"], e["args"]) for e in events if e["name"] == "LOST"] == [("i", {"events": 2})]
     assert [e["cat"] for e in events if e["name"] == "[signal SIGUSR1]"] == ["signal", "signal"]
-
-
-# --- Perfetto protobuf, read by protoc --decode_raw
-
-# The field numbers Perfetto publishes (google/perfetto,
-# ec5d16b14b743ba6063d720956d6d6af6610fd72), by message:
-PERFETTO_FIELDS = {
-    # protos/perfetto/trace/trace.proto
-    "Trace": {1: ("packet", "TracePacket")},
-    # protos/perfetto/trace/trace_packet.proto
-    "TracePacket": {8: ("timestamp", None), 10: ("trusted_packet_sequence_id", None),
-                    11: ("track_event", "TrackEvent"),
-                    60: ("track_descriptor", "TrackDescriptor")},
-    # protos/perfetto/trace/track_event/track_event.proto
-    "TrackEvent": {9: ("type", None), 11: ("track_uuid", None), 22: ("categories", None),
-                   23: ("name", None)},
-    # protos/perfetto/trace/track_event/track_descriptor.proto
-    "TrackDescriptor": {1: ("uuid", None), 2: ("name", None),
-                        3: ("process", "ProcessDescriptor"), 4: ("thread", "ThreadDescriptor"),
-                        5: ("parent_uuid", None)},
-    # protos/perfetto/trace/track_event/process_descriptor.proto
-    "ProcessDescriptor": {1: ("pid", None), 6: ("process_name", None)},
-    # protos/perfetto/trace/track_event/thread_descriptor.proto
-    "ThreadDescriptor": {1: ("pid", None), 2: ("tid", None), 5: ("thread_name", None)},
-}
-# TrackEvent.Type (track_event.proto)
-TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT = 1, 2, 3
-
-
-def parse_decode_raw(text):
-    """protoc --decode_raw's text as nested lists of (field, value or list)."""
-    root, stack = [], []
-    cur = root
-    for line in text.splitlines():
-        line = line.strip()
-        if line.endswith("{"):
-            child = []
-            cur.append((int(line[:-1].strip()), child))
-            stack.append(cur)
-            cur = child
-        elif line == "}":
-            cur = stack.pop()
-        elif line:
-            field, value = line.split(": ", 1)
-            cur.append((int(field), json.loads(value) if value.startswith('"') else int(value)))
-    return root
-
-
-def named(fields, message):
-    """Checks every field number against the table, giving {name: [values]}."""
-    out = {}
-    for number, value in fields:
-        assert number in PERFETTO_FIELDS[message], f"{message} has no field {number}"
-        name, sub = PERFETTO_FIELDS[message][number]
-        out.setdefault(name, []).append(named(value, sub) if sub else value)
-    return out
-
-
-@pytest.fixture(scope="session")
-def protoc():
-    exe = shutil.which("protoc")
-    if not exe:
-        pytest.fail("protoc is missing: run scripts/install-deps.sh (protobuf-compiler)")
-    return exe
-
-
-def test_perfetto_decodes_with_published_field_numbers(tmp_path, gen, protoc):
-    out = tmp_path / "a.pftrace"
-    ftpad("dump", "--perfetto", scenario_a(tmp_path, gen), "-o", out)
-    decoded = run([protoc, "--decode_raw"], stdin=open(out, "rb")).stdout
-    trace = named(parse_decode_raw(decoded), "Trace")
-    packets = trace["packet"]
-    tracks = [p["track_descriptor"][0] for p in packets if "track_descriptor" in p]
-    assert tracks[0]["process"] == [{"pid": [100], "process_name": ["/bin/prog"]}]
-    assert tracks[1]["thread"] == [{"pid": [100], "tid": [100], "thread_name": ["prog"]}]
-    assert tracks[1]["parent_uuid"] == tracks[0]["uuid"]
-    events = [(p["timestamp"][0], p["track_event"][0]) for p in packets if "track_event" in p]
-    assert all(e["track_uuid"] == tracks[1]["uuid"] for _, e in events)
-    begins = [(t, e["name"][0]) for t, e in events if e["type"] == [TYPE_SLICE_BEGIN]]
-    assert begins == [(0, "main"), (100, "fib"), (200, "fib"), (300, "leaf"), (1000, "tailer"),
-                      (1100, "target"), (1600, "old"), (1800, "[signal SIGUSR1]"),
-                      (1900, "handler")]
-    assert sum(e["type"] == [TYPE_SLICE_END] for _, e in events) == len(begins)
-    assert [e["name"] for _, e in events if e["type"] == [TYPE_INSTANT]] == [["LOST 2 events"]]
 
 
 # --- the same trace, the same bytes
