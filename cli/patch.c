@@ -65,21 +65,6 @@ struct busy {
 	pid_t tid;
 };
 
-/* "ftpad: error: cannot patch process N: <reason>"; returns 1. */
-static int patch_fail(pid_t pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int patch_fail(pid_t pid, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "ftpad: error: cannot patch process %d: ", pid);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return 1;
-}
-
 /* ---- the patch file ---- */
 
 /* Only root or the process's owner may have written what it will run. */
@@ -210,7 +195,10 @@ static long stop_all(pid_t pid, pid_t keep, struct stopped *s)
 			if (r < 0)
 				return closedir(d), let_go(s, n), -1;
 			n += (size_t)r;
-			more = true; /* list again: it may have made new ones */
+			/* List again if one was stopped: it may have made new
+			 * ones.  Not for one that is gone, which the list may
+			 * show until its process is reaped: that would loop. */
+			more |= r > 0;
 		}
 		closedir(d);
 	}
@@ -324,7 +312,7 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 
 		if (n < 0) {
 			send_line(s, FTPAD_PATCH_ABORT "\n");
-			return patch_fail(t->pid, "cannot stop its threads: %s", strerror(errno)),
+			return attach_fail(t->pid, "cannot stop its threads: %s", strerror(errno)),
 			       -1;
 		}
 		dwfl = open_dwfl(t->pid);
@@ -337,11 +325,11 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 
 			let_go(st, (size_t)n);
 			if (err || strcmp(line, FTPAD_PATCH_SWITCHED))
-				return patch_fail(t->pid, "no answer after the go from libftpad's "
+				return attach_fail(t->pid, "no answer after the go from libftpad's "
 						  "control thread"), -1;
 			/* The final answer follows, once the threads run. */
 			return attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL)
-				       ? (patch_fail(t->pid, "no answer from libftpad's control "
+				       ? (attach_fail(t->pid, "no answer from libftpad's control "
 						     "thread"), -1)
 				       : 0;
 		}
@@ -353,10 +341,10 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 	send_line(s, FTPAD_PATCH_ABORT "\n");
 	attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL);
 	if (!b.r)
-		return patch_fail(t->pid, "cannot read the stack of thread %d (libdw: %s)", b.tid,
+		return attach_fail(t->pid, "cannot read the stack of thread %d (libdw: %s)", b.tid,
 				   dwfl_errmsg(-1)), -1;
 	thread_name(t->pid, b.tid, name, sizeof(name));
-	return patch_fail(t->pid, "%s is running on thread %d (%s); tried %d times: nothing "
+	return attach_fail(t->pid, "%s is running on thread %d (%s); tried %d times: nothing "
 			   "changed (--immediate switches anyway)", b.r->what, b.tid, name,
 			   CHECK_TRIES), -1;
 }
@@ -370,9 +358,9 @@ static int answer(struct target *t, const struct patch_opts *o, const char *line
 	if (!strcmp(line, FTPAD_PATCH_DONE))
 		return 0;
 	if (sscanf(line, FTPAD_ATTACH_ERROR_SCAN, &err, &at) == 1 && at)
-		return patch_fail(t->pid, "%s", line + at);
+		return attach_fail(t->pid, "%s", line + at);
 	(void)o;
-	return patch_fail(t->pid, "libftpad says: %s", line);
+	return attach_fail(t->pid, "libftpad says: %s", line);
 }
 
 static int converse(struct target *t, struct session *s, const struct patch_opts *o)
@@ -385,7 +373,7 @@ static int converse(struct target *t, struct session *s, const struct patch_opts
 		int at = 0, control;
 
 		if (attach_read_line(s, line, sizeof(line), ANSWER_TIMEOUT_MS, NULL))
-			return patch_fail(t->pid, "no answer from libftpad's control thread");
+			return attach_fail(t->pid, "no answer from libftpad's control thread");
 		if (o->list && !strncmp(line, "patch ", 6)) {
 			printf("%s\n", line + 6);
 			continue;
@@ -482,6 +470,7 @@ int cmd_patch(int argc, char **argv)
 	if (err)
 		return err;
 	t.pid = o.pid;
+	attach_name_command("patch", "patching");
 	if (attach_check_target(&t))
 		return 1;
 	if (o.file && check_file(o.file, t.uid, real))
