@@ -18,52 +18,19 @@ code's or a patch's, while other threads block in system calls.
 - A pad is a tracer's or a patch's: patching a traced function is refused,
   and a tracer started on a patched one leaves it alone."""
 import os
-import subprocess
 
 import pytest
 
-from attachtest import Attach, assert_text_unchanged, attach_program, text_snapshot
-from ftpadtest import FTPAD_BIN, INCLUDE, LIBFTPAD_SO, PLUGIN, TEST_SRC, run
+from attachtest import Attach, assert_text_unchanged, text_snapshot
+from ftpadtest import INCLUDE, LIBFTPAD_SO, PLUGIN, run
+from patchtest import SRC, Server, build_server, patch
 
-SRC = TEST_SRC / "patch"
 CYCLES = int(os.environ.get("FTPAD_PATCH_CYCLES", "100"))
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    exe = attach_program(tmp_path_factory, SRC / "server.c", "server")
-    out = exe.parent
-    os.chmod(out, 0o755)
-    for name in ("patch1.c", "patch2.cc", "missing.c", "unpadded.c", "blocked.c"):
-        cc = "g++" if name.endswith(".cc") else "gcc"
-        run([cc, "-O2", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{INCLUDE}",
-             "-o", out / (name.split(".")[0] + ".so"), SRC / name])
-    return out
-
-
-class Server:
-    def __init__(self, exe, *args):
-        self.p = subprocess.Popen([exe, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True)
-        assert self.p.stdout.readline().startswith("ready")
-        self.pid = self.p.pid
-
-    def expect(self, what):
-        self.p.stdin.write(f"expect {what}\n")
-        self.p.stdin.flush()
-        assert self.p.stdout.readline() == "ok\n"
-
-    def quit(self):
-        self.p.stdin.write("quit\n")
-        self.p.stdin.flush()
-        out = self.p.stdout.read()
-        assert self.p.wait(timeout=30) == 0, out
-        return out
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+    return build_server(tmp_path_factory)
 
 
 @pytest.fixture
@@ -71,14 +38,6 @@ def server(built):
     s = Server(built / "server")
     yield s
     s.kill()
-
-
-def patch(pid, *args, check=True):
-    p = subprocess.run([str(FTPAD_BIN), "patch", str(pid), *map(str, args)],
-                       capture_output=True, text=True, timeout=120)
-    if check:
-        assert p.returncode == 0, p.stderr
-    return p
 
 
 @pytest.mark.parametrize("mode", ["int3", "block"])

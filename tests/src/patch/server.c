@@ -6,7 +6,8 @@
  * system calls, one of them inside a padded function (blocked_in_read)
  * so that a patch of it must be refused.  Commands on stdin, one a line:
  * "expect old|new|new2|new2old|any" (what every call that starts from now on
- * must return; answered "ok"), "quit" (prints the counts; exit status 0
+ * must return; answered "ok"), "bad" (answers "bad N": the unexpected
+ * results so far), "quit" (prints the counts; exit status 0
  * only if no call returned something unexpected).  With the argument
  * "block", the hot threads block every signal, as many servers' workers
  * do: SIGTRAP too, so the pads are written without int3.
@@ -145,6 +146,8 @@ int main(int argc, char **argv)
 				 : !strcmp(line + 7, "new2\n") ? NEW2
 				 : !strcmp(line + 7, "new2old\n") ? NEW2_OLD : ANY;
 			printf("ok\n");
+		} else if (!strcmp(line, "bad\n")) {
+			printf("bad %lu\n", __atomic_load_n(&bad, __ATOMIC_RELAXED));
 		} else if (!strcmp(line, "quit\n")) {
 			break;
 		}
