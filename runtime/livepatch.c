@@ -72,12 +72,15 @@ static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lp_patch *applied; /* under ftpad_lock */
 
 /* Stubs for a patch out of a site's rel32 reach: `jmp *0(%rip)` and the
- * address, 16 bytes each, in pages mapped within reach of the module. */
+ * address, 16 bytes each, in pages mapped within reach of the module.  A
+ * page is unmapped once none of its stubs is in use (live); its slots
+ * are not reused before, so a stub never changes while a pad may lead to it. */
 #define STUB_SIZE 16
 struct stub_page {
 	struct stub_page *next;
 	const struct ftpad_module *mod;
 	uintptr_t page, used;
+	size_t live;
 };
 static struct stub_page *stub_pages;
 
@@ -270,7 +273,33 @@ static uintptr_t stub_to(const struct ftpad_module *m, uintptr_t fn)
 	if (ftpad_text_poke(&poke, 1, false))
 		return 0;
 	sp->used += STUB_SIZE;
+	sp->live++;
 	return poke.addr;
+}
+
+/* p's stubs are no longer in use: no pad leads to them, and no thread is
+ * in them (the stack check said so).  Their pages go once empty; under
+ * ftpad_lock. */
+static void release_stubs(struct lp_patch *p)
+{
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		uintptr_t stub = p->funcs[i].target;
+
+		if (!stub || stub == p->funcs[i].new_fn)
+			continue;
+		for (struct stub_page **sp = &stub_pages; *sp; sp = &(*sp)->next) {
+			struct stub_page *page = *sp;
+
+			if (stub < page->page || stub >= page->page + page->used)
+				continue;
+			if (!--page->live) {
+				*sp = page->next;
+				munmap((void *)page->page, (size_t)getpagesize());
+				ftpad_free(page);
+			}
+			break;
+		}
+	}
 }
 
 /* The modules of p's functions held loaded while it is applied, so that
@@ -480,6 +509,7 @@ static int resolve(struct lp_patch *p, const struct ftpad_patch_replace *rec,
 
 		f->name = rec[i].name;
 		f->new_fn = (uintptr_t)rec[i].func;
+		f->target = 0;
 		f->old = lookup(p, f->name, &f->old_size, &f->mod, &ambiguous);
 		if (!f->old)
 			return fail(err, errlen, -ENOENT, "no symbol %s in the process", f->name);
@@ -649,11 +679,19 @@ void ftpad_patch_finish(struct ftpad_patch_prep *prep, bool unload)
 	if (prep->revert && !prep->result) {
 		/* No call starts in the patch any more; the tool checked that
 		 * no thread was in it when it switched (unload). */
-		if (unload)
+		if (unload) {
+			ftpad_lock_take();
+			release_stubs(p);
+			ftpad_lock_give();
 			dlclose(p->handle);
+		}
 		unpin_modules(p);
 		ftpad_free(p);
 	} else if (!prep->revert && prep->result && !prep->switched) {
+		/* No pad led to its stubs. */
+		ftpad_lock_take();
+		release_stubs(p);
+		ftpad_lock_give();
 		unpin_modules(p);
 		dlclose(p->handle);
 		ftpad_free(p);
