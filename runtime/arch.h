@@ -199,4 +199,22 @@ void ftpad_arch_regs_set_ip(struct ftpad_regs *regs, unsigned long ip) FTPAD_HID
 int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
 			 uintptr_t target) FTPAD_HIDDEN;
 
+/* One pad of ftpad_arch_sites_jump(): entry site of module mod, to jump
+ * to target (0: its NOP). */
+struct ftpad_site_jump {
+	const struct ftpad_module *mod;
+	const struct ftpad_site *site;
+	uintptr_t target;
+};
+
+/*
+ * ftpad_arch_site_jump() for n pads at once, in the protocol's rounds (a
+ * sync after each round, not after each pad: x86_64's int3 protocol is
+ * three syncs for the lot), so that the threads the tool holds stopped
+ * meanwhile are held for one switch, not n.  jumps must stay as they are
+ * until it returns.  Each pad is atomic, not the set.  On an error some
+ * may be written: the caller puts every one back.  Under ftpad_lock.
+ */
+int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n) FTPAD_HIDDEN;
+
 #endif /* FTPAD_ARCH_H */

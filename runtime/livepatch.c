@@ -334,18 +334,70 @@ static struct lp_func *above(const struct lp_patch *p, const struct ftpad_site *
 	return found;
 }
 
-/* The function whose pad is at s jumps to to (0: its NOP). */
-static int switch_site(struct lp_func *f, uintptr_t to)
+static int by_address(const void *a, const void *b)
 {
-	int err = ftpad_arch_site_jump(f->mod, f->site, to);
+	uintptr_t x = ftpad_site_addr(((const struct ftpad_site_jump *)a)->site);
+	uintptr_t y = ftpad_site_addr(((const struct ftpad_site_jump *)b)->site);
 
-	if (err)
-		return err;
-	if (to)
-		f->site->state |= FTPAD_S_JUMP;
-	else
-		f->site->state &= ~FTPAD_S_JUMP;
-	return 0;
+	return x < y ? -1 : x > y;
+}
+
+/* The pads of p that are p's to write, each to p's function (forward)
+ * or back to what was below p; into jumps (room for p->nfuncs), their
+ * count.  Once p is applied, a pad with a later patch on top is left to
+ * that one. */
+static size_t plan_switch(const struct lp_patch *p, bool forward, bool is_applied,
+			  struct ftpad_site_jump *jumps)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		const struct lp_func *f = &p->funcs[i];
+
+		if (is_applied && above(p, f->site))
+			continue;
+		jumps[n++] = (struct ftpad_site_jump){ f->mod, f->site,
+						      forward ? f->target : f->below };
+	}
+	/* In address order: neighbouring pads are written together. */
+	qsort(jumps, n, sizeof(*jumps), by_address);
+	return n;
+}
+
+/* Every pad of jumps switched at once, the sites' states following. */
+static int switch_sites(const struct ftpad_site_jump *jumps, size_t n)
+{
+	int err = ftpad_arch_sites_jump(jumps, n);
+
+	for (size_t i = 0; !err && i < n; i++) {
+		struct ftpad_site *s = (struct ftpad_site *)jumps[i].site;
+
+		if (jumps[i].target)
+			s->state |= FTPAD_S_JUMP;
+		else
+			s->state &= ~FTPAD_S_JUMP;
+	}
+	return err;
+}
+
+/* p's pads forward or back, all in one batch (the threads the tool holds
+ * stopped wait for one switch); on a failure all put back as they were,
+ * and the failure returned. */
+static int switch_patch(const struct lp_patch *p, bool forward, bool is_applied, char *err,
+			size_t errlen)
+{
+	struct ftpad_site_jump *jumps = ftpad_alloc(p->nfuncs * sizeof(*jumps));
+	int e;
+
+	if (!jumps)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	e = switch_sites(jumps, plan_switch(p, forward, is_applied, jumps));
+	if (e) {
+		fail(err, errlen, e, "cannot switch the functions: %s", ftpad_strerror(e));
+		switch_sites(jumps, plan_switch(p, !forward, is_applied, jumps));
+	}
+	ftpad_free(jumps);
+	return e;
 }
 
 struct commit {
@@ -376,37 +428,26 @@ static int apply_held(void *arg)
 {
 	struct commit *c = arg;
 	struct lp_patch *p = c->p;
-	size_t i;
 	int err = still_free(c);
 
 	if (!err && c->await)
 		err = c->await(c->arg);
 	if (err)
 		return err;
-	for (i = 0; i < p->nfuncs; i++) {
+	for (size_t i = 0; i < p->nfuncs; i++) {
 		struct lp_func *f = &p->funcs[i];
 		intptr_t rel = (intptr_t)(f->new_fn - (ftpad_site_addr(f->site) + 5));
 
 		f->target = rel == (int32_t)rel ? f->new_fn : stub_to(f->mod, f->new_fn);
-		if (!f->target) {
-			err = fail(c->err, c->errlen, -ERANGE, "no stub within reach of %s", f->name);
-			break;
-		}
-		err = switch_site(f, f->target);
-		if (err) {
-			fail(c->err, c->errlen, err, "%s: %s", f->name, ftpad_strerror(err));
-			/* It may be half written: put back with the others. */
-			i++;
-			break;
-		}
+		if (!f->target)
+			return fail(c->err, c->errlen, -ERANGE, "no stub within reach of %s",
+				    f->name);
 	}
+	err = switch_patch(p, true, false, c->err, c->errlen);
 	if (err) {
-		/* Back as it was: the ones switched go back to what was below.
-		 * A thread may have entered their replacement meanwhile: the
-		 * patch then stays loaded (c->switched). */
-		c->switched = i > 0;
-		while (i-- > 0)
-			switch_site(&p->funcs[i], p->funcs[i].below);
+		/* Back as it was; a thread may have entered a replacement
+		 * meanwhile: the patch then stays loaded. */
+		c->switched = true;
 		return err;
 	}
 	p->next = applied;
@@ -420,22 +461,12 @@ static int revert_held(void *arg)
 	struct lp_patch *p = c->p;
 	int e = c->await ? c->await(c->arg) : 0;
 
+	/* The pads this patch is on top of go back to what was below it;
+	 * on a failure, they all go forward again. */
+	if (!e)
+		e = switch_patch(p, false, true, c->err, c->errlen);
 	if (e)
 		return e;
-	/* The pads this patch is on top of go back to what was below it;
-	 * on a failure, those done go forward again. */
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		struct lp_func *f = &p->funcs[i];
-		int err = above(p, f->site) ? 0 : switch_site(f, f->below);
-
-		if (!err)
-			continue;
-		fail(c->err, c->errlen, err, "%s: %s", f->name, ftpad_strerror(err));
-		for (size_t j = 0; j <= i; j++)
-			if (!above(p, p->funcs[j].site))
-				switch_site(&p->funcs[j], p->funcs[j].target);
-		return err;
-	}
 	/* A later patch of a function stays on top, over what was below. */
 	for (size_t i = 0; i < p->nfuncs; i++) {
 		struct lp_func *up = above(p, p->funcs[i].site);

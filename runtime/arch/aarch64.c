@@ -531,3 +531,9 @@ int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *
 	(void)m, (void)s, (void)target;
 	return -EOPNOTSUPP;
 }
+
+int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n)
+{
+	(void)jumps, (void)n;
+	return -EOPNOTSUPP;
+}
