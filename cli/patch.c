@@ -132,26 +132,32 @@ static bool exiting(pid_t pid, pid_t tid)
 	return gone;
 }
 
-/* Seize and interrupt tid; 1 stopped, 0 gone, -1 refused.  A thread that
- * is ending (the previous patch session's control thread, say) is gone. */
-static int stop_one(pid_t pid, pid_t tid, struct stopped *out)
+/* Seize and interrupt tid: 1 done (its stop is to be waited for), 0
+ * gone, -1 refused.  A thread that is ending (the previous patch
+ * session's control thread, say) is gone. */
+static int interrupt_one(pid_t pid, pid_t tid)
+{
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
+		return errno == ESRCH || (errno == EPERM && exiting(pid, tid)) ? 0 : -1;
+	return ptrace(PTRACE_INTERRUPT, tid, 0, 0) ? 0 : 1;
+}
+
+/* The stop of interrupted thread tid: 1 stopped (into out), 0 gone, -1 it
+ * neither stopped nor ended by deadline (it was on its way out when
+ * seized): bounded, so that it cannot hang the tool.  Polled finely: the
+ * threads stopped before it wait meanwhile. */
+static int wait_stopped(pid_t pid, pid_t tid, uint64_t deadline, struct stopped *out)
 {
 	int st;
 
-	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
-		return errno == ESRCH || (errno == EPERM && exiting(pid, tid)) ? 0 : -1;
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
-		return 0;
-	/* Bounded: a thread that neither stops nor ends (it was on its way
-	 * out when seized) must not hang the tool. */
-	for (int ms = 0;; ms++) {
+	for (;;) {
 		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
 
 		if (r == tid)
 			break;
-		if (r < 0 || ms == STOP_TIMEOUT_MS)
+		if (r < 0 || attach_now_ms() > deadline)
 			return r < 0 || exiting(pid, tid) ? 0 : -1;
-		usleep(1000);
+		usleep(20);
 	}
 	if (!WIFSTOPPED(st))
 		return 0;
@@ -168,9 +174,12 @@ static void let_go(struct stopped *s, size_t n)
 }
 
 /* Every thread of pid but keep stopped, new ones included; their count,
- * or -1 (all let go again). */
+ * or -1 (all let go again).  Each listing's threads are all interrupted
+ * first, then waited for: a thread stays stopped for the slowest one's
+ * stop, not for the sum of them. */
 static long stop_all(pid_t pid, pid_t keep, struct stopped *s)
 {
+	static pid_t asked[MAX_STOPPED];
 	char path[64];
 	size_t n = 0;
 	bool more = true;
@@ -179,28 +188,39 @@ static long stop_all(pid_t pid, pid_t keep, struct stopped *s)
 	while (more) {
 		DIR *d = opendir(path);
 		struct dirent *e;
+		size_t nasked = 0;
+		uint64_t deadline;
 
 		if (!d)
 			return let_go(s, n), -1;
-		more = false;
 		while ((e = readdir(d))) {
 			pid_t tid = (pid_t)atoi(e->d_name);
 			int r;
 
 			if (tid <= 0 || tid == keep || have(s, n, tid))
 				continue;
-			if (n == MAX_STOPPED)
+			if (n + nasked == MAX_STOPPED)
 				return closedir(d), let_go(s, n), -1;
-			r = stop_one(pid, tid, &s[n]);
+			r = interrupt_one(pid, tid);
 			if (r < 0)
 				return closedir(d), let_go(s, n), -1;
+			if (r)
+				asked[nasked++] = tid;
+		}
+		closedir(d);
+		deadline = attach_now_ms() + STOP_TIMEOUT_MS;
+		more = false;
+		for (size_t i = 0; i < nasked; i++) {
+			int r = wait_stopped(pid, asked[i], deadline, &s[n]);
+
+			if (r < 0)
+				return let_go(s, n), -1;
 			n += (size_t)r;
 			/* List again if one was stopped: it may have made new
 			 * ones.  Not for one that is gone, which the list may
 			 * show until its process is reaped: that would loop. */
 			more |= r > 0;
 		}
-		closedir(d);
 	}
 	return (long)n;
 }
@@ -305,21 +325,26 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 	struct busy b = { 0 };
 	char name[32];
 
+	/* The modules read once, before any thread is stopped: none can be
+	 * loaded or unloaded meanwhile, since the control thread holds the
+	 * loader's lock until it hears from us; and what libdw reads of them
+	 * (their CFI) is read once for every try. */
+	Dwfl *dwfl = open_dwfl(t->pid);
+
 	for (int tries = 0; tries < CHECK_TRIES; tries++) {
 		long n = stop_all(t->pid, control, st);
-		Dwfl *dwfl;
 		bool in;
 
 		if (n < 0) {
+			if (dwfl)
+				dwfl_end(dwfl);
 			send_line(s, FTPAD_PATCH_ABORT "\n");
 			return attach_fail(t->pid, "cannot stop its threads: %s", strerror(errno)),
 			       -1;
 		}
-		dwfl = open_dwfl(t->pid);
 		in = !dwfl || in_ranges(dwfl, st, (size_t)n, r, nr, &b);
-		if (dwfl)
-			dwfl_end(dwfl);
 		if (!in) {
+			dwfl_end(dwfl);
 			int err = !send_line(s, FTPAD_PATCH_GO "\n") ||
 				  attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL);
 
@@ -338,6 +363,8 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 			break;
 		usleep(CHECK_PAUSE_US);
 	}
+	if (dwfl)
+		dwfl_end(dwfl);
 	send_line(s, FTPAD_PATCH_ABORT "\n");
 	attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL);
 	if (!b.r)
