@@ -430,10 +430,10 @@ static int apply_held(void *arg)
 	struct lp_patch *p = c->p;
 	int err = still_free(c);
 
-	if (!err && c->await)
-		err = c->await(c->arg);
 	if (err)
 		return err;
+	/* The stubs before the threads are stopped: no pad leads to them
+	 * yet, and a failure releases them (ftpad_patch_finish()). */
 	for (size_t i = 0; i < p->nfuncs; i++) {
 		struct lp_func *f = &p->funcs[i];
 		intptr_t rel = (intptr_t)(f->new_fn - (ftpad_site_addr(f->site) + 5));
@@ -443,6 +443,10 @@ static int apply_held(void *arg)
 			return fail(c->err, c->errlen, -ERANGE, "no stub within reach of %s",
 				    f->name);
 	}
+	if (c->await)
+		err = c->await(c->arg);
+	if (err)
+		return err;
 	err = switch_patch(p, true, false, c->err, c->errlen);
 	if (err) {
 		/* Back as it was; a thread may have entered a replacement
