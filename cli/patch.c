@@ -46,7 +46,7 @@
 struct patch_opts {
 	pid_t pid;
 	const char *file;
-	bool revert, list, immediate;
+	bool revert, list, immediate, verbose;
 };
 
 struct range {
@@ -318,12 +318,29 @@ static bool send_line(struct session *s, const char *line)
  * answer read while they are stopped (the switch happens then).  0 done,
  * -1 after the message.
  */
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* --verbose: how long the threads were held, and what for. */
+static void say_held(pid_t pid, long n, int tries, const double at[3], double end)
+{
+	fprintf(stderr, "ftpad: process %d: %ld threads stopped for %.3f ms (stopping %.3f, "
+		"stack check %.3f, switch %.3f), at try %d\n", pid, n, end - at[0], at[1] - at[0],
+		at[2] - at[1], end - at[2], tries + 1);
+}
+
 static int check_and_go(struct target *t, struct session *s, const struct range *r, size_t nr,
-			pid_t control, char *line, size_t size)
+			pid_t control, bool verbose, char *line, size_t size)
 {
 	static struct stopped st[MAX_STOPPED];
 	struct busy b = { 0 };
 	char name[32];
+	double at[3];
 
 	/* The modules read once, before any thread is stopped: none can be
 	 * loaded or unloaded meanwhile, since the control thread holds the
@@ -332,8 +349,12 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 	Dwfl *dwfl = open_dwfl(t->pid);
 
 	for (int tries = 0; tries < CHECK_TRIES; tries++) {
-		long n = stop_all(t->pid, control, st);
+		long n;
 		bool in;
+
+		at[0] = now_ms();
+		n = stop_all(t->pid, control, st);
+		at[1] = now_ms();
 
 		if (n < 0) {
 			if (dwfl)
@@ -343,12 +364,15 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 			       -1;
 		}
 		in = !dwfl || in_ranges(dwfl, st, (size_t)n, r, nr, &b);
+		at[2] = now_ms();
 		if (!in) {
-			dwfl_end(dwfl);
 			int err = !send_line(s, FTPAD_PATCH_GO "\n") ||
 				  attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL);
 
 			let_go(st, (size_t)n);
+			if (verbose)
+				say_held(t->pid, n, tries, at, now_ms());
+			dwfl_end(dwfl);
 			if (err || strcmp(line, FTPAD_PATCH_SWITCHED))
 				return attach_fail(t->pid, "no answer after the go from libftpad's "
 						  "control thread"), -1;
@@ -412,7 +436,7 @@ static int converse(struct target *t, struct session *s, const struct patch_opts
 			continue;
 		}
 		if (sscanf(line, FTPAD_PATCH_READY_SCAN, &control) == 1) {
-			if (check_and_go(t, s, r, nr, control, line, sizeof(line)))
+			if (check_and_go(t, s, r, nr, control, o->verbose, line, sizeof(line)))
 				return 1;
 		}
 		return answer(t, o, line);
@@ -422,8 +446,8 @@ static int converse(struct target *t, struct session *s, const struct patch_opts
 /* ---- the command ---- */
 
 static const char patch_usage[] =
-	"usage: ftpad patch PID PATCH.so [--immediate]\n"
-	"       ftpad patch PID --revert PATCH.so [--immediate]\n"
+	"usage: ftpad patch PID PATCH.so [--immediate] [-v]\n"
+	"       ftpad patch PID --revert PATCH.so [--immediate] [-v]\n"
 	"       ftpad patch PID --list\n"
 	"\n"
 	"Replace functions of a running process with those of PATCH.so, a shared\n"
@@ -431,8 +455,9 @@ static const char patch_usage[] =
 	"(--revert), or list the patches applied.  Returns once every call that\n"
 	"starts afterwards runs the new code.  A function switches only while no\n"
 	"thread runs it (the threads are stopped and their stacks read, a few\n"
-	"times if needed); --immediate skips that check.  PATCH.so and its folder\n"
-	"must be writable by root or the process's owner only.\n";
+	"times if needed); --immediate skips that check.  -v, --verbose says how\n"
+	"long the threads were held stopped, and what for.  PATCH.so and its\n"
+	"folder must be writable by root or the process's owner only.\n";
 
 static int parse_patch(int argc, char **argv, struct patch_opts *o)
 {
@@ -440,6 +465,7 @@ static int parse_patch(int argc, char **argv, struct patch_opts *o)
 		{ "revert", no_argument, NULL, 'r' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "immediate", no_argument, NULL, 'i' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -448,11 +474,12 @@ static int parse_patch(int argc, char **argv, struct patch_opts *o)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r': o->revert = true; break;
 		case 'l': o->list = true; break;
 		case 'i': o->immediate = true; break;
+		case 'v': o->verbose = true; break;
 		case 'h': fputs(patch_usage, stdout); exit(0);
 		default: return usage_error("patch: unknown option");
 		}
