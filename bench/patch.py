@@ -11,7 +11,9 @@ The program runs a watch thread that reads CLOCK_MONOTONIC without end and
 calls fn0() (patched) at each turn, two threads blocked in poll() and its
 main thread reading commands.  Measured, median and maximum over R applies
 and R reverts:
-- the time a thread is stopped: the longest gap the watch thread saw
+- the time a thread is stopped: what `ftpad patch -v` says (from the
+  first thread interrupted to the last let go: stopping them, the stack
+  check, the switch), and the longest gap the watch thread saw
   between two of its clock reads during the command (it is stopped with
   the others, ptrace), against the same gap during `ftpad patch PID
   --list` (getting in alone: the loader stub stops every thread too) and
@@ -32,6 +34,7 @@ asserts on time; the goals (stopped < 1 ms, total < 50 ms, added <= 1 ns)
 are printed beside the figures."""
 import argparse
 import os
+import re
 import pathlib
 import statistics
 import subprocess
@@ -44,6 +47,9 @@ ROOT = HERE.parent
 GOAL_STOPPED_MS = 1
 GOAL_TOTAL_MS = 50
 GOAL_ADDED_NS = 1
+# What `ftpad patch -v` says of the threads it held.
+HELD = re.compile(r"threads stopped for ([\d.]+) ms \(stopping ([\d.]+), stack check ([\d.]+), "
+                  r"switch ([\d.]+)\)")
 LIBPULP = ("libpulp (not packaged in Debian, no published timing): `ulp trigger` "
            "retries up to 100 times with 1 ms sleeps while the process is busy")
 
@@ -187,7 +193,8 @@ def timed(prog, ftpad, args, want):
     exit."""
     prog.ask(f"arm {want}")
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    r = subprocess.run([str(ftpad), "patch", str(prog.p.pid), *map(str, args)],
+    verbose = [] if "--list" in args else ["-v"]
+    r = subprocess.run([str(ftpad), "patch", str(prog.p.pid), *verbose, *map(str, args)],
                        capture_output=True, text=True)
     t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     if r.returncode:
@@ -199,7 +206,11 @@ def timed(prog, ftpad, args, want):
         if switched:
             break
         time.sleep(0.001)
-    return int(gap) / 1e6, (switched - t0) / 1e6 if switched else None, (t1 - t0) / 1e6
+    held = HELD.search(r.stderr)
+    if verbose and not held:
+        raise SystemExit(f"ftpad patch -v said no time held: {r.stderr}")
+    held = tuple(map(float, held.groups())) if held else None
+    return int(gap) / 1e6, (switched - t0) / 1e6 if switched else None, (t1 - t0) / 1e6, held
 
 
 def idle_gap(prog, seconds):
@@ -236,30 +247,38 @@ def main():
             totals = {k: [] for k in ("list", "apply", "revert")}
             exits = {k: [] for k in ("list", "apply", "revert")}
             added = []
+            held = {k: [] for k in ("apply", "revert")}
             for _ in range(a.runs):
-                gap, _, t = timed(prog, ftpad, ["--list"], -1)
+                gap, _, t, _ = timed(prog, ftpad, ["--list"], -1)
                 rows["list"].append(gap)
                 exits["list"].append(t)
-                gap, sw, t = timed(prog, ftpad, [fix], 1 + 1000000)
+                gap, sw, t, h = timed(prog, ftpad, [fix], 1 + 1000000)
                 rows["apply"].append(gap)
                 totals["apply"].append(sw)
                 exits["apply"].append(t)
+                held["apply"].append(h)
                 if len(added) < 3:
                     out = prog.ask(f"time {a.calls} {a.rounds} {fix}")
                     if out[0] != "patched":
                         raise SystemExit(" ".join(out))
                     added.append((float(out[1]), float(out[3])))
-                gap, sw, t = timed(prog, ftpad, ["--revert", fix], 1)
+                gap, sw, t, h = timed(prog, ftpad, ["--revert", fix], 1)
                 rows["revert"].append(gap)
                 totals["revert"].append(sw)
                 exits["revert"].append(t)
+                held["revert"].append(h)
                 rows["idle"].append(idle_gap(prog, t / 1e3))
         finally:
             prog.stop()
     print(f"ftpad patch, {a.functions} functions replaced by one patch, {a.runs} runs "
           "(median, maximum; ms)")
     print(f"{'':<44} {'median':>9} {'max':>9}")
-    print("longest time a thread was stopped:")
+    print("threads held stopped, as ftpad patch -v says:")
+    for k in ("apply", "revert"):
+        print(line(f"  {k}", [h[0] for h in held[k]], f"goal < {GOAL_STOPPED_MS} ms" if k == "apply" else ""))
+        for i, part in ((1, "stopping them"), (2, "stack check"), (3, "switch")):
+            print(line(f"    {part}", [h[i] for h in held[k]]))
+    print("longest gap the watch thread saw (held, or not scheduled):")
     print(line("  apply", rows["apply"], f"goal < {GOAL_STOPPED_MS} ms"))
     print(line("  revert", rows["revert"]))
     print(line("  --list (getting in alone)", rows["list"]))
