@@ -199,6 +199,19 @@ void ftpad_arch_regs_set_ip(struct ftpad_regs *regs, unsigned long ip) FTPAD_HID
 int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
 			 uintptr_t target) FTPAD_HIDDEN;
 
+/* The size of a live patch's stub (ftpad_arch_jump_stub()). */
+#define FTPAD_JUMP_STUB_SIZE 16
+
+/* The instruction that makes site s jump to target (0: its NOP), into buf
+ * (ftpad_arch_site_len bytes): x86_64 `jmp rel32`, aarch64 `b`.  0, or
+ * -ERANGE when target is out of its reach: then a stub is needed. */
+int ftpad_arch_jump_insn(const struct ftpad_site *s, uintptr_t target, uint8_t *buf) FTPAD_HIDDEN;
+
+/* A stub that jumps to fn from anywhere, FTPAD_JUMP_STUB_SIZE bytes into
+ * buf: x86_64 `jmp *0(%rip); .quad fn`, aarch64 `ldr x16, 8; br x16;
+ * .quad fn` (x16: what a BTI `bti c` landing pad accepts from a BR). */
+void ftpad_arch_jump_stub(uint8_t *buf, uintptr_t fn) FTPAD_HIDDEN;
+
 /* One pad of ftpad_arch_sites_jump(): entry site of module mod, to jump
  * to target (0: its NOP). */
 struct ftpad_site_jump {
@@ -211,8 +224,10 @@ struct ftpad_site_jump {
  * ftpad_arch_site_jump() for n pads at once, in the protocol's rounds (a
  * sync after each round, not after each pad: x86_64's int3 protocol is
  * three syncs for the lot), so that the threads the tool holds stopped
- * meanwhile are held for one switch, not n.  jumps must stay as they are
- * until it returns.  Each pad is atomic, not the set.  On an error some
+ * meanwhile are held for one switch, not n (aarch64: one 4-byte store
+ * per pad, B and NOP being in the architecture's list of instructions
+ * that may change while other threads run them, then one sync).  jumps
+ * must stay as they are until it returns.  Each pad is atomic, not the set.  On an error some
  * may be written: the caller puts every one back.  Under ftpad_lock.
  */
 int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n) FTPAD_HIDDEN;

@@ -71,11 +71,12 @@ struct lp_patch {
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lp_patch *applied; /* under ftpad_lock */
 
-/* Stubs for a patch out of a site's rel32 reach: `jmp *0(%rip)` and the
- * address, 16 bytes each, in pages mapped within reach of the module.  A
+/* Stubs for a patch out of a site's direct reach (ftpad_arch_jump_stub():
+ * an indirect jump and the address, 16 bytes), in pages mapped within
+ * reach of the module.  A
  * page is unmapped once none of its stubs is in use (live); its slots
  * are not reused before, so a stub never changes while a pad may lead to it. */
-#define STUB_SIZE 16
+#define STUB_SIZE FTPAD_JUMP_STUB_SIZE
 struct stub_page {
 	struct stub_page *next;
 	const struct ftpad_module *mod;
@@ -264,10 +265,8 @@ static uintptr_t stub_to(const struct ftpad_module *m, uintptr_t fn)
 		sp->next = stub_pages;
 		stub_pages = sp;
 	}
-	/* jmp *0(%rip); .quad fn; int3 int3.  Nothing jumps here yet. */
-	memcpy(b, (const uint8_t[]){ 0xff, 0x25, 0, 0, 0, 0 }, 6);
-	memcpy(b + 6, &fn, 8);
-	b[14] = b[15] = 0xcc;
+	/* Nothing jumps here yet. */
+	ftpad_arch_jump_stub(b, fn);
 	poke.addr = sp->page + sp->used;
 	poke.limit = sp->page + (uintptr_t)getpagesize();
 	if (ftpad_text_poke(&poke, 1, false))
@@ -436,9 +435,10 @@ static int apply_held(void *arg)
 	 * yet, and a failure releases them (ftpad_patch_finish()). */
 	for (size_t i = 0; i < p->nfuncs; i++) {
 		struct lp_func *f = &p->funcs[i];
-		intptr_t rel = (intptr_t)(f->new_fn - (ftpad_site_addr(f->site) + 5));
+		uint8_t insn[16];
+		bool reaches = !ftpad_arch_jump_insn(f->site, f->new_fn, insn);
 
-		f->target = rel == (int32_t)rel ? f->new_fn : stub_to(f->mod, f->new_fn);
+		f->target = reaches ? f->new_fn : stub_to(f->mod, f->new_fn);
 		if (!f->target)
 			return fail(c->err, c->errlen, -ERANGE, "no stub within reach of %s",
 				    f->name);

@@ -755,20 +755,6 @@ void ftpad_trampoline_at_exit(unsigned long ret, unsigned long parent_ip, struct
 	ftpad_dispatch_exit(ret - sizeof(nop5), site, parent_ip, regs);
 }
 
-/* What pad j becomes: `jmp target`, or its NOP. */
-static void jump_insn(const struct ftpad_site_jump *j, uint8_t insn[sizeof(nop5)])
-{
-	uintptr_t at = ftpad_site_addr(j->site);
-	int32_t rel32 = (int32_t)(j->target - (at + sizeof(nop5)));
-
-	if (!j->target) {
-		memcpy(insn, nop5, sizeof(nop5));
-		return;
-	}
-	insn[0] = 0xe9;
-	memcpy(insn + 1, &rel32, sizeof(rel32));
-}
-
 /* One round of the int3 protocol over every pad (pokes: room for n; the
  * pads best in address order, for the writes to merge):
  * the int3, the last four bytes, or the first byte; then every core
@@ -783,7 +769,7 @@ static int jump_round(const struct ftpad_site_jump *jumps, size_t n, struct ftpa
 		uintptr_t at = ftpad_site_addr(jumps[i].site);
 		uint8_t insn[sizeof(nop5)];
 
-		jump_insn(&jumps[i], insn);
+		ftpad_arch_jump_insn(jumps[i].site, jumps[i].target, insn);
 		ftpad_poke_place(&pokes[i], &seg, jumps[i].mod, step == STEP_TAIL ? at + 1 : at);
 		pokes[i].len = step == STEP_TAIL ? sizeof(nop5) - 1 : 1;
 		memcpy(pokes[i].bytes, step == STEP_INT3 ? (const uint8_t[]){ 0xcc }
@@ -840,10 +826,9 @@ int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n)
 	int err = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		intptr_t rel = (intptr_t)(jumps[i].target - (ftpad_site_addr(jumps[i].site) +
-							      sizeof(nop5)));
+		uint8_t insn[sizeof(nop5)];
 
-		if (jumps[i].target && rel != (int32_t)rel)
+		if (ftpad_arch_jump_insn(jumps[i].site, jumps[i].target, insn))
 			return -ERANGE;
 	}
 	/* A thread that blocks SIGTRAP, or a handler that would: int3 could
@@ -857,7 +842,7 @@ int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n)
 
 			ftpad_debug("ftpad: thread %d (%s) blocks SIGTRAP: the pad at %#lx "
 				    "written without int3\n", (int)tid, name, (unsigned long)at);
-			jump_insn(&jumps[i], insn);
+			ftpad_arch_jump_insn(jumps[i].site, jumps[i].target, insn);
 			err = jump_guarded(jumps[i].mod, at, insn);
 		}
 		if (err == -EAGAIN)

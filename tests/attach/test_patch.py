@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""`ftpad patch`, on x86_64 natively (aarch64: not ported yet, see
-docs/livepatch.md): tests/src/patch/server.c, whose hot threads call a
+"""`ftpad patch`, on x86_64 natively (aarch64: ftpad_patch_apply() from
+the program under qemu-aarch64, the last test): tests/src/patch/server.c, whose hot threads call a
 global and a static padded function and check every result is the old
 code's or a patch's, while other threads block in system calls.
 
@@ -18,13 +18,16 @@ code's or a patch's, while other threads block in system calls.
 - A pad is a tracer's or a patch's: patching a traced function is refused,
   and a tracer started on a patched one leaves it alone."""
 import os
+import shutil
 
 import pytest
 
 from attachtest import Attach, assert_text_unchanged, exec_ranges, text_snapshot
-from ftpadtest import INCLUDE, LIBFTPAD_SO, PLUGIN, run
+from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, LIBFTPAD_SO, PLUGIN, run
 from patchtest import SRC, Server, build_server, patch
 
+A64_CC = "aarch64-linux-gnu-gcc-12"
+A64_LIBDIR = BUILD / "runtime" / "aarch64"
 CYCLES = int(os.environ.get("FTPAD_PATCH_CYCLES", "100"))
 
 
@@ -173,3 +176,28 @@ def test_apply_and_revert_from_the_program(built):
          SRC / "self.c", f"-L{built}", "-ltarget", f"-L{LIBFTPAD_SO.parent}", "-lftpad",
          f"-Wl,-rpath,{LIBFTPAD_SO.parent}:{built}"])
     assert run([exe, built / "patch1.so", built / "libpatch.so"]).stdout == "ok\n"
+
+
+@pytest.mark.parametrize("pie", [["-pie"], ["-no-pie"]], ids=["pie", "no-pie"])
+@pytest.mark.parametrize("bp", [[], ["-mbranch-protection=standard"]], ids=["plain", "bti"])
+def test_apply_and_revert_from_the_program_aarch64(tmp_path, bp, pie):
+    """aarch64's pads, from the program itself under qemu-aarch64 (the
+    tool's stack check needs ptrace, which qemu-user has not: `ftpad patch`
+    itself is x86_64's): `b new` where the patch is within 128 MiB (a PIE
+    under qemu-aarch64), else `b` to a `ldr x16; br x16` stub (a program
+    at 0x400000); with BTI the stub's `br x16` lands on the new function's
+    `bti c`."""
+    for tool in (A64_CC, "qemu-aarch64"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
+    for p in (A64_PLUGIN, A64_LIBDIR / "libftpad.so"):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
+    exe, fix = tmp_path / "apply", tmp_path / "patch1.so"
+    run([A64_CC, "-O2", "-Wall", "-Werror", *bp, *pie, f"-fplugin={A64_PLUGIN}", f"-I{INCLUDE}",
+         "-o", exe, SRC / "apply.c", f"-L{A64_LIBDIR}", "-lftpad",
+         f"-Wl,-rpath,{A64_LIBDIR}"])
+    run([A64_CC, "-O2", "-Wall", "-Werror", *bp, "-shared", "-fPIC", f"-I{INCLUDE}",
+         "-o", fix, SRC / "patch1.c"])
+    out = run(["qemu-aarch64", "-cpu", "max", "-L", "/usr/aarch64-linux-gnu", exe, fix]).stdout
+    assert out == "ok patched=1000\n", out
