@@ -6,8 +6,8 @@ the most of this file's cost) serves queries from a client thread while a
 static function of the library, versionFunc() (SQL's sqlite_version()),
 is replaced by tests/src/patch/sqlite_version.c and put back, three times.
 Every answer's data is right, its version the old or the patched one;
-every query sent after `ftpad patch` returned (and before the next
-command) gets the patched one, after the revert the old one; at the end the text is byte for byte as before
+every query sent after `ftpad patch` returned (and answered before the
+next command started) gets the patched one, after the revert the old one; at the end the text is byte for byte as before
 and the shell quits with status 0.  x86_64, natively."""
 import os
 import subprocess
@@ -41,7 +41,7 @@ def built(tmp_path_factory):
 
 class Client:
     """Queries sent one after the other, each answer kept with the
-    CLOCK_MONOTONIC time its query was sent."""
+    CLOCK_MONOTONIC times its query was sent and it came back."""
 
     def __init__(self, shell):
         self.p = subprocess.Popen([str(shell), ":memory:"], stdin=subprocess.PIPE,
@@ -51,7 +51,7 @@ class Client:
                            f"WHERE i < {ROWS}) INSERT INTO t SELECT i FROM c;\n")
         self.answers = []
         self.stop = False
-        self.version = self.ask()[1].split("|")[0]
+        self.version = self.ask()[2].split("|")[0]
         self.thread = threading.Thread(target=self.serve)
         self.thread.start()
 
@@ -59,7 +59,8 @@ class Client:
         sent = time.monotonic()
         self.p.stdin.write(QUERY)
         self.p.stdin.flush()
-        return sent, self.p.stdout.readline().rstrip("\n")
+        answer = self.p.stdout.readline().rstrip("\n")
+        return sent, time.monotonic(), answer
 
     def serve(self):
         while not self.stop:
@@ -80,8 +81,9 @@ def test_patch_sqlite_while_it_serves(built):
         old = client.version
         new = f"{old} (patched)"
         before = text_snapshot(client.p.pid)
-        # (from, to, version): queries sent between a command's return and
-        # the next one's start get that version; during one, either.
+        # (from, to, version): queries sent after a command returned and
+        # answered before the next one started get that version; others,
+        # either.
         steady = [(0, None, old)]
         for _ in range(CYCLES):
             for args, version in (([fix], new), (["--revert", fix], old)):
@@ -95,12 +97,12 @@ def test_patch_sqlite_while_it_serves(built):
         status = client.quit()
     assert status == 0
     seen = set()
-    for sent, answer in client.answers:
+    for sent, received, answer in client.answers:
         version, data = answer.rsplit("|", 2)[0], "|".join(answer.rsplit("|", 2)[1:])
         assert data == DATA, answer
         assert version in (old, new), answer
         for lo, hi, expected in steady:
-            if lo <= sent and (hi is None or sent < hi):
+            if lo <= sent and (hi is None or received < hi):
                 assert version == expected, (sent, answer, steady)
         seen.add(version)
     assert seen == {old, new}, seen

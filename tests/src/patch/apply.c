@@ -14,21 +14,9 @@
 
 #include <ftpad.h>
 
+#include "compute.h"
+
 #define ENTRY_BYTES 16
-
-static volatile long patched_calls;
-
-__attribute__((noipa)) long global_compute(long x)
-{
-	__asm__ volatile("" ::: "memory");
-	return x + 1;
-}
-
-__attribute__((noipa)) static long static_compute(long x)
-{
-	__asm__ volatile("" ::: "memory");
-	return x * 3;
-}
 
 /* What each function returns now is old (x + 1, x * 3) or new (x + 1001,
  * x * 3 + 7), for a few x. */

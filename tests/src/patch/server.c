@@ -23,6 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compute.h"
+
 #define HOT_THREADS 3
 
 /* What the patches return: old x+1 / x*3; new x+1001 / x*3+7; new2
@@ -34,21 +36,6 @@ static volatile int expect = ANY;
 static volatile int stop;
 static unsigned long calls, bad;
 static int block_pipe[2];
-
-/* Read by the patch through FTPAD_SYMBOL: a static variable. */
-static volatile long patched_calls;
-
-__attribute__((noipa)) long global_compute(long x)
-{
-	__asm__ volatile("" ::: "memory");
-	return x + 1;
-}
-
-__attribute__((noipa)) static long static_compute(long x)
-{
-	__asm__ volatile("" ::: "memory");
-	return x * 3;
-}
 
 /* No pad: a patch of it is refused. */
 __attribute__((noinline, no_instrument_function)) long unpadded_compute(long x)
