@@ -176,67 +176,104 @@ static bool is_definition(const ElfW(Sym) *sym)
 	       type != STT_TLS;
 }
 
-/*
- * name in module m's symbol table (.symtab, else .dynsym): a global
- * definition first, else a local one.  *ambiguous when several locals
- * at different addresses carry the name.
- */
-static uintptr_t module_lookup(const struct ftpad_module *m, const char *name, size_t *size,
-			       bool *ambiguous)
+/* A name the patch needs (a replaced function, an FTPAD_SYMBOL), and
+ * where it resolved: in the first module that defines it, a global
+ * definition first, else a local one; ambiguous when several locals at
+ * different addresses carry it there. */
+struct wanted {
+	const char *name;
+	uintptr_t addr;
+	size_t size;
+	const struct ftpad_module *mod;
+	bool global, ambiguous;
+};
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp((*(struct wanted *const *)a)->name, (*(struct wanted *const *)b)->name);
+}
+
+/* The first of order[0..n) (sorted by name) called name, or n. */
+static size_t first_named(struct wanted *const *order, size_t n, const char *name)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(order[mid]->name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Module m defines name at addr: what it gives each wanted of that name
+ * that no earlier module resolved. */
+static void offer(struct wanted *const *order, size_t n, const struct ftpad_module *m,
+		  const char *name, uintptr_t addr, size_t size, bool global)
+{
+	for (size_t i = first_named(order, n, name); i < n && !strcmp(order[i]->name, name); i++) {
+		struct wanted *w = order[i];
+
+		if ((w->mod && w->mod != m) || w->global)
+			continue;
+		if (global || !w->addr) {
+			*w = (struct wanted){ w->name, addr, size, m, global, false };
+		} else if (w->addr != addr) {
+			w->ambiguous = true;
+		}
+	}
+}
+
+/* Every definition in module m's symbol table (.symtab, else .dynsym)
+ * offered to the wanted names. */
+static void module_offer(const struct ftpad_module *m, struct wanted *const *order, size_t n)
 {
 	const ElfW(Shdr) *symtab = m->map ? ftpad_module_section(m, NULL, SHT_SYMTAB) : NULL;
 	const ElfW(Ehdr) *eh = m->map;
-	uintptr_t local = 0;
 
 	if (m->map && !symtab)
 		symtab = ftpad_module_section(m, NULL, SHT_DYNSYM);
 	if (!symtab || symtab->sh_link >= eh->e_shnum)
-		return 0;
+		return;
 	const ElfW(Shdr) *strtab = (const ElfW(Shdr) *)((const char *)m->map + eh->e_shoff) +
 				   symtab->sh_link;
 	const ElfW(Sym) *sym = (const void *)((const char *)m->map + symtab->sh_offset);
 	const char *strs = (const char *)m->map + strtab->sh_offset;
-	size_t n = symtab->sh_size / sizeof(*sym);
+	size_t nsyms = symtab->sh_size / sizeof(*sym);
 
 	if (symtab->sh_offset + symtab->sh_size > m->map_size ||
 	    strtab->sh_offset + strtab->sh_size > m->map_size)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
+		return;
+	for (size_t i = 0; i < nsyms; i++) {
+		/* Names ended within the table only. */
 		if (!is_definition(&sym[i]) || sym[i].st_name >= strtab->sh_size ||
-		    strncmp(strs + sym[i].st_name, name, strtab->sh_size - sym[i].st_name))
+		    !memchr(strs + sym[i].st_name, 0, strtab->sh_size - sym[i].st_name))
 			continue;
-		if (ELF64_ST_BIND(sym[i].st_info) != STB_LOCAL) {
-			*size = sym[i].st_size;
-			*ambiguous = false;
-			return m->base + sym[i].st_value;
-		}
-		if (local && local != m->base + sym[i].st_value)
-			*ambiguous = true;
-		if (!local) {
-			local = m->base + sym[i].st_value;
-			*size = sym[i].st_size;
-		}
+		offer(order, n, m, strs + sym[i].st_name, m->base + sym[i].st_value,
+		      sym[i].st_size, ELF64_ST_BIND(sym[i].st_info) != STB_LOCAL);
 	}
-	return local;
 }
 
-/* name's address in the padded modules other than the patch's own code
- * (0: none), its module in *mod. */
-static uintptr_t lookup(const struct lp_patch *p, const char *name, size_t *size,
-			const struct ftpad_module **mod, bool *ambiguous)
+/* Every wanted name looked up at once in the padded modules other than
+ * the patch's own code: one pass over each symbol table, a binary search
+ * per symbol, where a lookup per name would read every table per name
+ * (a patch of 1,000 functions).  0, or -ENOMEM. */
+static int lookup_all(const struct lp_patch *p, struct wanted *w, size_t n)
 {
-	*ambiguous = false;
-	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next) {
-		uintptr_t a;
+	struct wanted **order = ftpad_alloc(n * sizeof(*order) + 1);
 
-		if (m->lo < p->hi && p->lo < m->hi)
-			continue;
-		a = module_lookup(m, name, size, ambiguous);
-		if (a) {
-			*mod = m;
-			return a;
-		}
-	}
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		order[i] = &w[i];
+	qsort(order, n, sizeof(*order), by_name);
+	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
+		if (!(m->lo < p->hi && p->lo < m->hi))
+			module_offer(m, order, n);
+	ftpad_free(order);
 	return 0;
 }
 
@@ -529,58 +566,74 @@ static int lock_and_find(const char *path, bool applied, char *real, struct stat
 	return fail(err, errlen, -EEXIST, "patch %s is already applied", real);
 }
 
+/* p's function i, the replacement rec of the function found at w. */
+static int resolve_func(struct lp_patch *p, size_t i, const struct ftpad_patch_replace *rec,
+			const struct wanted *w, char *err, size_t errlen)
+{
+	struct lp_func *f = &p->funcs[i];
+	const struct lp_func *now;
+
+	f->name = rec->name;
+	f->new_fn = (uintptr_t)rec->func;
+	f->target = 0;
+	f->old = w->addr;
+	f->old_size = w->size;
+	f->mod = w->mod;
+	if (!f->old)
+		return fail(err, errlen, -ENOENT, "no symbol %s in the process", f->name);
+	if (w->ambiguous)
+		return fail(err, errlen, -ENOTUNIQ, "several static functions are called %s",
+			    f->name);
+	f->site = ftpad_site_by_entry(f->old);
+	if (!f->site || f->site->entry != f->old || ftpad_site_is_exit(f->site))
+		return fail(err, errlen, -ENOTSUP, "function %s has no pad", f->name);
+	if ((f->site->state & FTPAD_S_ENABLED) || f->site->patching)
+		return fail(err, errlen, -EBUSY,
+			    "function %s is traced: its pad is a tracer's until it stops", f->name);
+	for (size_t j = 0; j < i; j++)
+		if (p->funcs[j].site == f->site)
+			return fail(err, errlen, -EINVAL, "%s is replaced twice", f->name);
+	now = current(f->site);
+	f->below = now ? now->target : 0;
+	f->below_fn = now ? now->new_fn : 0;
+	return 0;
+}
+
 /* Fill p's functions and the patch's symbol slots; under ftpad_lock.
  * Refusals change nothing. */
 static int resolve(struct lp_patch *p, const struct ftpad_patch_replace *rec,
 		   struct ftpad_patch_symbol *syms, size_t nsyms, char *err, size_t errlen)
 {
+	struct wanted *w;
 	int e = ftpad_modules_refresh();
 
 	if (e)
 		return fail(err, errlen, e, "cannot read the modules: %s", ftpad_strerror(e));
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		struct lp_func *f = &p->funcs[i];
-		bool ambiguous;
+	w = ftpad_alloc((p->nfuncs + nsyms) * sizeof(*w) + 1);
+	if (!w)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < p->nfuncs; i++)
+		w[i] = (struct wanted){ .name = rec[i].name };
+	for (size_t i = 0; i < nsyms; i++)
+		w[p->nfuncs + i] = (struct wanted){ .name = syms[i].name };
+	e = lookup_all(p, w, p->nfuncs + nsyms);
+	if (e)
+		e = fail(err, errlen, e, "out of memory");
+	for (size_t i = 0; !e && i < p->nfuncs; i++)
+		e = resolve_func(p, i, &rec[i], &w[i], err, errlen);
+	for (size_t i = 0; !e && i < nsyms; i++) {
+		const struct wanted *s = &w[p->nfuncs + i];
 
-		f->name = rec[i].name;
-		f->new_fn = (uintptr_t)rec[i].func;
-		f->target = 0;
-		f->old = lookup(p, f->name, &f->old_size, &f->mod, &ambiguous);
-		if (!f->old)
-			return fail(err, errlen, -ENOENT, "no symbol %s in the process", f->name);
-		if (ambiguous)
-			return fail(err, errlen, -ENOTUNIQ, "several static functions are called %s",
-				    f->name);
-		f->site = ftpad_site_by_entry(f->old);
-		if (!f->site || f->site->entry != f->old || ftpad_site_is_exit(f->site))
-			return fail(err, errlen, -ENOTSUP, "function %s has no pad", f->name);
-		if ((f->site->state & FTPAD_S_ENABLED) || f->site->patching)
-			return fail(err, errlen, -EBUSY,
-				    "function %s is traced: its pad is a tracer's until it stops",
-				    f->name);
-		for (size_t j = 0; j < i; j++)
-			if (p->funcs[j].site == f->site)
-				return fail(err, errlen, -EINVAL, "%s is replaced twice", f->name);
-		const struct lp_func *now = current(f->site);
-
-		f->below = now ? now->target : 0;
-		f->below_fn = now ? now->new_fn : 0;
+		if (!s->addr)
+			e = fail(err, errlen, -ENOENT, "no symbol %s in the process", s->name);
+		else if (s->ambiguous)
+			e = fail(err, errlen, -ENOTUNIQ, "several static symbols are called %s",
+				 s->name);
+		else
+			syms[i].addr = (void *)s->addr;
 	}
-	for (size_t i = 0; i < nsyms; i++) {
-		const struct ftpad_module *m;
-		size_t size;
-		bool ambiguous;
-		uintptr_t a = lookup(p, syms[i].name, &size, &m, &ambiguous);
-
-		if (!a)
-			return fail(err, errlen, -ENOENT, "no symbol %s in the process",
-				    syms[i].name);
-		if (ambiguous)
-			return fail(err, errlen, -ENOTUNIQ, "several static symbols are called %s",
-				    syms[i].name);
-		syms[i].addr = (void *)a;
-	}
-	return 0;
+	ftpad_free(w);
+	return e;
 }
 
 int ftpad_patch_prepare(const char *path, struct ftpad_patch_prep *prep, char *err, size_t errlen)
