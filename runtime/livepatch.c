@@ -279,22 +279,22 @@ static int lookup_all(const struct lp_patch *p, struct wanted *w, size_t n)
 
 /* ---- stubs ---- */
 
-/* A stub within reach of module m that jumps to fn, or 0. */
-static uintptr_t stub_to(const struct ftpad_module *m, uintptr_t fn)
+/* A stub slot within reach of module m for fn, or 0; its bytes into
+ * *poke, for the caller to write with the others. */
+static uintptr_t stub_reserve(const struct ftpad_module *m, uintptr_t fn, struct ftpad_poke *poke)
 {
+	uintptr_t size = (uintptr_t)getpagesize();
 	struct stub_page *sp;
-	struct ftpad_poke poke = { .len = STUB_SIZE, .prot = PROT_READ | PROT_EXEC };
-	uint8_t *b = poke.bytes;
 
 	for (sp = stub_pages; sp; sp = sp->next)
-		if (sp->mod == m && sp->used + STUB_SIZE <= (uintptr_t)getpagesize())
+		if (sp->mod == m && sp->used + STUB_SIZE <= size)
 			break;
 	if (!sp) {
 		sp = ftpad_alloc(sizeof(*sp));
 		if (!sp)
 			return 0;
 		sp->mod = m;
-		sp->page = ftpad_map_near(m, (size_t)getpagesize());
+		sp->page = ftpad_map_near(m, size);
 		if (!sp->page) {
 			ftpad_free(sp);
 			return 0;
@@ -302,15 +302,44 @@ static uintptr_t stub_to(const struct ftpad_module *m, uintptr_t fn)
 		sp->next = stub_pages;
 		stub_pages = sp;
 	}
-	/* Nothing jumps here yet. */
-	ftpad_arch_jump_stub(b, fn);
-	poke.addr = sp->page + sp->used;
-	poke.limit = sp->page + (uintptr_t)getpagesize();
-	if (ftpad_text_poke(&poke, 1, false))
-		return 0;
+	*poke = (struct ftpad_poke){ .addr = sp->page + sp->used, .limit = sp->page + size,
+				     .prot = PROT_READ | PROT_EXEC, .len = STUB_SIZE };
+	ftpad_arch_jump_stub(poke->bytes, fn);
 	sp->used += STUB_SIZE;
 	sp->live++;
-	return poke.addr;
+	return poke->addr;
+}
+
+/* The stubs p's functions need, reserved and written in one go (nothing
+ * leads to them yet: the bytes between them may be rewritten as they
+ * are, so that a page's stubs are one write).  Each function's target: its
+ * replacement, or its stub.  A failure leaves the stubs reserved so far
+ * to ftpad_patch_finish(), which releases them. */
+static int make_stubs(struct lp_patch *p, char *err, size_t errlen)
+{
+	struct ftpad_poke *pokes = ftpad_alloc(p->nfuncs * sizeof(*pokes) + 1);
+	size_t n = 0;
+	int e = 0;
+
+	if (!pokes)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < p->nfuncs && !e; i++) {
+		struct lp_func *f = &p->funcs[i];
+		uint8_t insn[16];
+
+		if (!ftpad_arch_jump_insn(f->site, f->new_fn, insn)) {
+			f->target = f->new_fn;
+			continue;
+		}
+		f->target = stub_reserve(f->mod, f->new_fn, &pokes[n]);
+		if (!f->target)
+			e = fail(err, errlen, -ERANGE, "no stub within reach of %s", f->name);
+		n++;
+	}
+	if (!e && n && (e = ftpad_text_poke(pokes, n, true)))
+		fail(err, errlen, e, "cannot write the stubs: %s", ftpad_strerror(e));
+	ftpad_free(pokes);
+	return e;
 }
 
 /* p's stubs are no longer in use: no pad leads to them, and no thread is
@@ -343,9 +372,15 @@ static void release_stubs(struct lp_patch *p)
  * counts a reference (outside ftpad_lock: libftpad's dlopen hook takes it). */
 static void pin_modules(struct lp_patch *p)
 {
-	for (size_t i = 0; i < p->nfuncs; i++)
-		if (strchr(p->funcs[i].mod->path, '/'))
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		bool pinned = false;
+
+		/* Once per module: the first of its functions holds it. */
+		for (size_t j = 0; j < i && !pinned; j++)
+			pinned = p->funcs[j].mod == p->funcs[i].mod;
+		if (!pinned && strchr(p->funcs[i].mod->path, '/'))
 			p->funcs[i].pin = dlopen(p->funcs[i].mod->path, RTLD_LAZY | RTLD_NOLOAD);
+	}
 }
 
 static void unpin_modules(struct lp_patch *p)
@@ -470,17 +505,8 @@ static int apply_held(void *arg)
 		return err;
 	/* The stubs before the threads are stopped: no pad leads to them
 	 * yet, and a failure releases them (ftpad_patch_finish()). */
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		struct lp_func *f = &p->funcs[i];
-		uint8_t insn[16];
-		bool reaches = !ftpad_arch_jump_insn(f->site, f->new_fn, insn);
-
-		f->target = reaches ? f->new_fn : stub_to(f->mod, f->new_fn);
-		if (!f->target)
-			return fail(c->err, c->errlen, -ERANGE, "no stub within reach of %s",
-				    f->name);
-	}
-	if (c->await)
+	err = make_stubs(p, c->err, c->errlen);
+	if (!err && c->await)
 		err = c->await(c->arg);
 	if (err)
 		return err;
