@@ -140,25 +140,47 @@ static void chain_sigtrap(int sig, siginfo_t *info, void *ctx)
  */
 /* The live patch's sites being written (ftpad_arch_sites_jump()), each
  * with the function it goes to (0: back to its NOP): what a trap at one
- * of them emulates.  n is published last and cleared first. */
+ * of them emulates.  n is published last and cleared first.  The table
+ * only grows, and a table outgrown is never freed: a trap may still be
+ * reading it while a later batch runs (under ftpad_lock, one at a time). */
+struct jump_entry {
+	uintptr_t at, to;
+};
 static struct {
-	const struct ftpad_site_jump *jumps;
-	size_t n;
+	struct jump_entry *table;
+	size_t n, cap;
 } jumping;
 
 /* Where a trap at at goes, if at is a live patch's site being written. */
 static bool jumping_to(uintptr_t at, uintptr_t *to)
 {
 	size_t n = __atomic_load_n(&jumping.n, __ATOMIC_ACQUIRE);
-	const struct ftpad_site_jump *j = __atomic_load_n(&jumping.jumps, __ATOMIC_RELAXED);
+	const struct jump_entry *j = __atomic_load_n(&jumping.table, __ATOMIC_RELAXED);
 
 	for (size_t i = 0; i < n; i++) {
-		if (ftpad_site_addr(j[i].site) == at) {
-			*to = j[i].target;
+		if (j[i].at == at) {
+			*to = j[i].to;
 			return true;
 		}
 	}
 	return false;
+}
+
+/* jumps in the table, room made; 0 or -ENOMEM.  Not yet published. */
+static int fill_jumping(const struct ftpad_site_jump *jumps, size_t n)
+{
+	if (n > jumping.cap) {
+		struct jump_entry *t = ftpad_alloc(n * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		__atomic_store_n(&jumping.table, t, __ATOMIC_RELAXED);
+		jumping.cap = n;
+	}
+	for (size_t i = 0; i < n; i++)
+		jumping.table[i] = (struct jump_entry){ ftpad_site_addr(jumps[i].site),
+							jumps[i].target };
+	return 0;
 }
 
 static bool emulate_site(greg_t *gr)
@@ -857,7 +879,11 @@ int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n)
 	pokes = ftpad_alloc(n * sizeof(*pokes));
 	if (!pokes)
 		return -ENOMEM;
-	__atomic_store_n(&jumping.jumps, jumps, __ATOMIC_RELAXED);
+	err = fill_jumping(jumps, n);
+	if (err) {
+		ftpad_free(pokes);
+		return err;
+	}
 	__atomic_store_n(&jumping.n, n, __ATOMIC_RELEASE);
 	err = jump_round(jumps, n, pokes, STEP_INT3);
 	if (!err)
