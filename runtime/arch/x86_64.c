@@ -896,11 +896,3 @@ int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n)
 	ftpad_free(pokes);
 	return err;
 }
-
-int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
-			 uintptr_t target)
-{
-	struct ftpad_site_jump j = { m, s, target };
-
-	return ftpad_arch_sites_jump(&j, 1);
-}
