@@ -166,13 +166,14 @@ static void perfetto_entry_only(struct tree_walk *w, uint32_t func, int64_t time
 
 static void perfetto_lost(struct tree_walk *w, uint32_t count, int64_t time)
 {
-	char name[64];
+	char name[128];
 
 	if (w->lost_cause)
 		snprintf(name, sizeof(name), "LOST %u events: not written (%s)", count,
 			 w->lost_cause);
 	else
-		snprintf(name, sizeof(name), "LOST %u events", count);
+		snprintf(name, sizeof(name), "LOST %u events: %s", count,
+			 tree_lost_text(w->lost_why));
 	emit_event(w->ctx, time, TYPE_INSTANT, name, "lost");
 }
 
@@ -234,6 +235,7 @@ int trace_dump_perfetto(struct trace *t, const char *path)
 			tree_walk_thread(&w, im, &im->threads[j]);
 		}
 	}
+	tree_stats_say_lost(t, &w.total);
 	tree_walk_free(&w);
 	rc = out_close(p.o) ? 1 : 0;
 	free(p.packet.buf);
