@@ -8,24 +8,13 @@ rather than a fixed size (tests/src/trace/steady.c makes the events)."""
 import json
 import os
 import re
-import shutil
 
-import pytest
-
-from ftpadtest import FTPAD_BIN, PLUGIN, TEST_SRC, run
+from ftpadtest import FTPAD_BIN, run
+from test_live import steady  # noqa: F401 (the fixture: the program that makes the events)
 from test_record import SUMMARY, Trace
+from test_record_hostile import record_on_tmpfs
 
-SRC = TEST_SRC / "trace" / "steady.c"
 DROPPED = re.compile(r"^ftpad: (\d+) dropped: (.*), first at ([\d.]+) s$", re.M)
-
-
-@pytest.fixture(scope="module")
-def steady(tmp_path_factory):
-    if not PLUGIN.exists() or not FTPAD_BIN.exists():
-        pytest.fail(f"{PLUGIN} or {FTPAD_BIN} is missing: run `make` first")
-    out = tmp_path_factory.mktemp("steady") / "steady"
-    run(["gcc", "-O2", f"-fplugin={PLUGIN}", "-fplugin-arg-ftpad-exit=1", "-o", out, SRC])
-    return out
 
 
 def record(steady, out, *args, opts=(), env=None, cwd=None):
@@ -110,16 +99,7 @@ def test_default_cap_follows_a_small_disk(steady, tmp_path):
     """A trace on a 48 MiB tmpfs with 200 MB of events and no --size: the
     recording stops while 10% of it is free, with no write failing (no
     ENOSPC), and says so."""
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        pytest.skip("needs root and unshare(1) for a mount of its own")
-    disk, copy = tmp_path / "disk", tmp_path / "copy"
-    disk.mkdir()
-    script = (f'mount -t tmpfs -o size=48m ftpad-small "{disk}" && cd "{disk}" && '
-              f'"{FTPAD_BIN}" record -o trace -- "{steady}" burst 3000000; rc=$?; '
-              f'df -P -k . | tail -1; cp -r trace "{copy}"; exit $rc')
-    p = run(["unshare", "-m", "sh", "-c", script], check=False)
-    if "mount" in p.stderr and not copy.exists():
-        pytest.skip(f"cannot mount a tmpfs: {p.stderr}")
+    p, copy = record_on_tmpfs(tmp_path, "48m", [], [steady, "burst", 3000000])
     assert p.returncode == 0, p.stderr
     total, used, free = map(int, p.stdout.splitlines()[-1].split()[1:4])
     assert free >= total // 10 - 64, p.stdout  # the trace's own small files aside
