@@ -180,8 +180,7 @@ int write_info_head_fd(int fd, char *const *argv, const char *extra)
 			close(copy);
 		return -1;
 	}
-	fprintf(f, "format=1\n" TRACE_STATE_KEY "=" TRACE_RECORDING "\nrecorder=%d %llu\ncommand=",
-		getpid(), trace_process_start(getpid()));
+	fprintf(f, "format=1\ncommand=");
 	for (char *const *a = argv; *a; a++) {
 		fputc('\'', f);
 		for (const char *p = *a; *p; p++)
@@ -191,6 +190,9 @@ int write_info_head_fd(int fd, char *const *argv, const char *extra)
 	fputc('\n', f);
 	if (extra)
 		fputs(extra, f);
+	/* Being recorded, by this process (state=finished ends the summary). */
+	fprintf(f, TRACE_STATE_KEY "=" TRACE_RECORDING "\nrecorder=%d %llu\n", getpid(),
+		trace_process_start(getpid()));
 	/* Room for the lines still to come (clock points, the summary): a
 	 * trace that filled its disk keeps them.  Not every file system can,
 	 * and a trace is still made without. */

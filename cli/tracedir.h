@@ -68,8 +68,9 @@ struct proc_ends {
 };
 
 /* info's first lines: format=1, command= (argv shell-quoted), then extra
- * (lines with their newlines, or NULL); written to tmp/info, or appended
- * through the descriptor info (left open). */
+ * (lines with their newlines, or NULL), then state=recording and
+ * recorder= (this process); written to tmp/info, or appended through the
+ * descriptor info (left open). */
 int write_info_head(const char *tmp, char *const *argv, const char *extra);
 int write_info_head_fd(int info, char *const *argv, const char *extra);
 
