@@ -164,9 +164,13 @@ void count_drops(struct rthread *t, unsigned cause, uint64_t n, uint64_t since)
 /* The thread's LOST events, one per cause it dropped events for, into c
  * while it has room; the rest stay for the next chunk. */
 void put_lost(struct rthread *t, struct chunk *c, uint32_t room) RECORD_SHARED(put_lost);
-/* The free space the default cap keeps (no --size): looked at by the
- * writer a few times a second, not per event. */
-void check_free_space(void) RECORD_SHARED(check_free_space);
+/* --size sets a fixed cap (no free-space limit then). */
+bool size_capped(void) RECORD_SHARED(size_capped);
+/* The default cap: the reserved count past which the share of the file
+ * system kept free (min_free_percent) is reached (atomic; record_writer.c's
+ * check_free_space() sets it). */
+extern uint64_t space_limit RECORD_SHARED(space_limit);
+extern unsigned min_free_percent RECORD_SHARED(min_free_percent);
 void write_event(struct rthread *t, struct chunk *c, struct ftpad_event ev)
 	RECORD_SHARED(write_event);
 void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries_only)
@@ -206,6 +210,9 @@ void append_unwritten(void) RECORD_SHARED(append_unwritten);
 void append_drops(uint64_t held, uint64_t held_at) RECORD_SHARED(append_drops);
 void check_sites_fd(void) RECORD_SHARED(check_sites_fd);
 void map_budget(bool fresh) RECORD_SHARED(map_budget);
+/* The free space the default cap keeps (no --size): looked at by the
+ * writer a few times a second, not per event. */
+void check_free_space(void) RECORD_SHARED(check_free_space);
 
 /* ---- record_ids.c ---- */
 

@@ -20,7 +20,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,7 +55,8 @@ uint64_t *reserved = &own_reserved;
 
 /* The reserved count past which the free space kept (check_free_space())
  * is reached (atomic); no limit with --size. */
-static uint64_t space_limit = UINT64_MAX;
+uint64_t space_limit = UINT64_MAX;
+unsigned min_free_percent = 10;
 pthread_key_t thread_key;
 
 /*
@@ -379,33 +379,6 @@ void put_lost(struct rthread *t, struct chunk *c, uint32_t room)
 	}
 }
 
-/*
- * The default cap (no --size): a trace nobody ends must not fill its
- * disk.  The writer looks at the trace's file system a few times a second
- * (statvfs: far too slow per event) and turns the room left above the
- * share kept free into a limit on the reserved count, which new_chunk()
- * checks as it does --size.  The events reserved but not written yet are
- * not in the free space: the whole pool is counted as such.  Every
- * process of the trace looks for itself, so between two looks they may
- * take that room once each: the share kept free absorbs it.
- */
-static unsigned min_free_percent = 10;
-
-void check_free_space(void)
-{
-	struct statvfs fs;
-	int d = record_trace_dir();
-	uint64_t keep, avail, limit;
-
-	if (budget != UINT64_MAX || d < 0 || fstatvfs(d, &fs) || !fs.f_blocks)
-		return;
-	keep = (uint64_t)fs.f_blocks * min_free_percent / 100;
-	avail = fs.f_bavail > keep ? ((uint64_t)fs.f_bavail - keep) * fs.f_frsize : 0;
-	/* Reserved but not written yet, at most the pool: not in f_bavail */
-	avail = avail > nchunks * chunk_size ? avail - nchunks * chunk_size : 0;
-	limit = __atomic_load_n(reserved, __ATOMIC_RELAXED) + avail;
-	__atomic_store_n(&space_limit, limit, __ATOMIC_RELAXED);
-}
 
 /*
  * ev into c, the thread's chunk, counted: step by step, so that a signal
@@ -508,6 +481,11 @@ void set_filters(void)
 	min_ticks = 0;
 	if (ns && !(min_ticks = (uint64_t)(ns * ticks_per_ns())))
 		min_ticks = 1;
+}
+
+bool size_capped(void)
+{
+	return budget != UINT64_MAX;
 }
 
 /* The chunks, every one free; a session after another reuses the pool of

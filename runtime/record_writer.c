@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -393,6 +394,33 @@ static void writer_pause(void)
 	    !__atomic_load_n(&stopping, __ATOMIC_SEQ_CST))
 		syscall(SYS_futex, &writer_asleep, FUTEX_WAIT_PRIVATE, 1, &pause, NULL, 0);
 	__atomic_store_n(&writer_asleep, 0, __ATOMIC_RELAXED);
+}
+
+/*
+ * The default cap (no --size): a trace nobody ends must not fill its
+ * disk.  The writer looks at the trace's file system a few times a second
+ * (statvfs: far too slow per event) and turns the room left above the
+ * share kept free into a limit on the reserved count, which new_chunk()
+ * checks as it does --size.  The events reserved but not written yet are
+ * not in the free space: the whole pool is counted as such.  Every
+ * process of the trace looks for itself, so between two looks they may
+ * take that room once each: the share kept free absorbs it.
+ */
+void check_free_space(void)
+{
+	struct statvfs fs;
+	int d = record_trace_dir();
+	uint64_t pool_bytes = nchunks * chunk_events * sizeof(struct ftpad_event);
+	uint64_t keep, avail, limit;
+
+	if (size_capped() || d < 0 || fstatvfs(d, &fs) || !fs.f_blocks)
+		return;
+	keep = (uint64_t)fs.f_blocks * min_free_percent / 100;
+	avail = fs.f_bavail > keep ? ((uint64_t)fs.f_bavail - keep) * fs.f_frsize : 0;
+	/* Reserved but not written yet, at most the pool: not in f_bavail */
+	avail = avail > pool_bytes ? avail - pool_bytes : 0;
+	limit = __atomic_load_n(reserved, __ATOMIC_RELAXED) + avail;
+	__atomic_store_n(&space_limit, limit, __ATOMIC_RELAXED);
 }
 
 static uint64_t monotonic_ms(void)
