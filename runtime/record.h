@@ -77,6 +77,7 @@ struct rthread {
 	uint64_t fast_events; /* written by the fast path (trampoline_x86_64.S) */
 	int pending;          /* the fast path holds a slot of cur: keep cur */
 	uint64_t lost_since[FTPAD_LOST_CAUSES];
+	uint64_t handed_last; /* the time of the last event handed to the writer */
 	/* every drop of the trace, per cause, and the clock at the first */
 	uint64_t dropped_by[FTPAD_LOST_CAUSES], first_drop[FTPAD_LOST_CAUSES];
 	pid_t tid;

@@ -177,6 +177,8 @@ void hand_over(struct rthread *t)
 	if (!c)
 		return;
 	put_lost(t, c, chunk_events);
+	if (c->n)
+		t->handed_last = c->ev[c->n - 1].time;
 	t->cur = NULL;
 	put_full(c);
 }
@@ -364,21 +366,27 @@ void count_drop(struct rthread *t, unsigned cause)
 	count_drops(t, cause, 1, ftpad_trace_clock());
 }
 
-/* A LOST event says at most UINT32_MAX drops: more take several. */
+/* A LOST event is dated at the first of its drops, but never before an
+ * event before it in the file (a signal handler's drop comes before the
+ * rest of the interrupted chunk): the file stays in time order.  It says
+ * at most UINT32_MAX drops: more take several. */
 void put_lost(struct rthread *t, struct chunk *c, uint32_t room)
 {
+	uint64_t not_before = c->n ? c->ev[c->n - 1].time : t->handed_last;
+
 	for (unsigned cause = 0; cause < FTPAD_LOST_CAUSES; cause++) {
 		while (t->lost[cause] && c->n < room) {
 			uint32_t n = t->lost[cause] > UINT32_MAX ? UINT32_MAX
 								   : (uint32_t)t->lost[cause];
+			uint64_t at = t->lost_since[cause] > not_before ? t->lost_since[cause]
+									 : not_before;
 
-			c->ev[c->n++] = (struct ftpad_event){ t->lost_since[cause],
+			c->ev[c->n++] = (struct ftpad_event){ at,
 				ftpad_event_what(FTPAD_EVENT_LOST, cause), n };
 			t->lost[cause] -= n;
 		}
 	}
 }
-
 
 /*
  * ev into c, the thread's chunk, counted: step by step, so that a signal
@@ -539,6 +547,7 @@ bool reset_threads(void)
 		memset(t->lost, 0, sizeof(t->lost));
 		memset(t->dropped_by, 0, sizeof(t->dropped_by));
 		t->unwritten_since = 0;
+		t->handed_last = 0;
 		t->depth = 0;
 		t->fd.fd = -1;
 		t->file = 0;

@@ -104,5 +104,8 @@ def test_default_cap_follows_a_small_disk(steady, tmp_path):
     total, used, free = map(int, p.stdout.splitlines()[-1].split()[1:4])
     assert free >= total // 10 - 64, p.stdout  # the trace's own small files aside
     assert "not written" not in p.stderr, p.stderr
-    assert [m[2] for m in DROPPED.finditer(p.stderr)] == ["free-space limit reached"], p.stderr
+    # The burst may also outrun the writer on a busy machine (buffer full).
+    causes = {m[2] for m in DROPPED.finditer(p.stderr)}
+    assert "free-space limit reached" in causes, p.stderr
+    assert causes <= {"free-space limit reached", "buffer full"}, p.stderr
     assert 2 in lost_by_site(Trace(copy))
