@@ -148,6 +148,12 @@ int create_trace_dir(const char *dir, bool force, char *abs)
 			"replaces only a trace; left as it is\n", dir);
 		return -1;
 	}
+	if (force && !access(dir, F_OK) && trace_state(dir) == TRACE_STATE_RECORDING) {
+		fprintf(stderr, "ftpad: error: '%s' is being recorded (its info names the ftpad "
+			"that writes it, still running): --force replaces only a finished trace\n",
+			dir);
+		return -1;
+	}
 	/* The old trace goes now: the new one has its name from the start,
 	 * so that it can be followed while it is written (ftpad live). */
 	if (force && !access(dir, F_OK))
@@ -180,6 +186,9 @@ int write_info_head_fd(int fd, char *const *argv, const char *extra)
 			close(copy);
 		return -1;
 	}
+	/* One write, at the fflush: a viewer that reads info meanwhile (ftpad
+	 * live) finds it empty, or with its head and state= whole. */
+	setvbuf(f, NULL, _IOFBF, 65536);
 	fprintf(f, "format=1\ncommand=");
 	for (char *const *a = argv; *a; a++) {
 		fputc('\'', f);

@@ -38,44 +38,6 @@ struct live_opts {
 	unsigned open_flags; /* TRACE_OPEN_RAW_NAMES */
 };
 
-/* Where the recording of the trace is. */
-enum trace_state {
-	STATE_NOT_THERE,   /* no info yet: the recorder is making the directory */
-	STATE_RECORDING,   /* info says recording, and its recorder runs */
-	STATE_FINISHED,    /* info says finished (or nothing: an older trace) */
-	STATE_ABANDONED,   /* info says recording, and its recorder is gone */
-	STATE_BROKEN,      /* info is not a file a trace has: said */
-};
-
-/* info's last state= and recorder=: the trace's state (docs/format.md).
- * A FIFO or a symbolic link put there is never followed, and such a
- * trace will never finish. */
-static enum trace_state trace_state(const char *dir)
-{
-	char path[4096], *text, *line, *save = NULL;
-	const char *why = NULL;
-	struct trace t = { 0 };
-
-	snprintf(path, sizeof(path), "%s/info", dir);
-	text = trace_slurp(path, NULL, &why);
-	if (!text) {
-		if (errno == ENOENT)
-			return STATE_NOT_THERE;
-		fprintf(stderr, "ftpad: error: %s: %s\n", path, why);
-		return STATE_BROKEN;
-	}
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		if (!strncmp(line, "state=", 6))
-			t.recording = !strcmp(line + 6, "recording");
-		else
-			sscanf(line, "recorder=%d %llu", &t.recorder_pid, &t.recorder_start);
-	}
-	free(text);
-	if (!t.recording)
-		return STATE_FINISHED;
-	return trace_recorder_alive(&t) ? STATE_RECORDING : STATE_ABANDONED;
-}
-
 static size_t screen_rows(const struct live_opts *o)
 {
 	struct winsize ws;
@@ -179,7 +141,7 @@ static pid_t start_record(const struct live_opts *o)
  */
 static int follow(struct live_opts *o, pid_t child)
 {
-	enum trace_state state = STATE_NOT_THERE;
+	enum trace_state state = TRACE_STATE_NOT_THERE;
 	long i, waited = 0;
 	int status = 0, done = 0;
 
@@ -188,8 +150,8 @@ static int follow(struct live_opts *o, pid_t child)
 			child = 0, done = 1;
 		if (child < 0) {
 			state = trace_state(o->dir);
-			done = state >= STATE_FINISHED;
-			if (state == STATE_NOT_THERE && (waited += o->interval_ms) > APPEAR_MS) {
+			done = state >= TRACE_STATE_FINISHED;
+			if (state == TRACE_STATE_NOT_THERE && (waited += o->interval_ms) > APPEAR_MS) {
 				fprintf(stderr, "ftpad: error: %s: no trace appeared in %d s\n",
 					o->dir, APPEAR_MS / 1000);
 				return 1;
@@ -197,17 +159,17 @@ static int follow(struct live_opts *o, pid_t child)
 		}
 		if (o->iterations && i >= o->iterations)
 			done = 1;
-		if (state == STATE_BROKEN)
+		if (state == TRACE_STATE_BROKEN)
 			return 1; /* not a trace: nothing to show */
 		/* A finished trace that cannot be read will not get better. */
-		if (refresh(o, i, child == 0 || state == STATE_FINISHED ? " (finished)"
-				  : state == STATE_ABANDONED ? " (incomplete)" : "") &&
-		    state >= STATE_FINISHED)
+		if (refresh(o, i, child == 0 || state == TRACE_STATE_FINISHED ? " (finished)"
+				  : state == TRACE_STATE_ABANDONED ? " (incomplete)" : "") &&
+		    state >= TRACE_STATE_FINISHED)
 			return 1;
 		if (!done)
 			sleep_ms(o->interval_ms);
 	}
-	if (state == STATE_ABANDONED)
+	if (state == TRACE_STATE_ABANDONED)
 		fprintf(stderr, "ftpad: warning: %s: its recorder ended without finishing it: "
 			"incomplete\n", o->dir);
 	if (child > 0)

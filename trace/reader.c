@@ -745,6 +745,37 @@ static void find_first_ns(struct trace *t)
 		}
 }
 
+/* info's last state= and recorder=. */
+enum trace_state trace_state(const char *dir)
+{
+	char path[4096], *text, *line, *save = NULL;
+	const char *why = NULL;
+	struct trace t = { 0 };
+
+	snprintf(path, sizeof(path), "%s/info", dir);
+	text = trace_slurp(path, NULL, &why);
+	if (!text) {
+		if (errno == ENOENT)
+			return TRACE_STATE_NOT_THERE;
+		fprintf(stderr, "ftpad: error: %s: %s\n", path, why);
+		return TRACE_STATE_BROKEN;
+	}
+	if (strncmp(text, "format=", 7)) { /* empty: its head is being written */
+		free(text);
+		return TRACE_STATE_NOT_THERE;
+	}
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "state=", 6))
+			t.recording = !strcmp(line + 6, "recording");
+		else
+			sscanf(line, "recorder=%d %llu", &t.recorder_pid, &t.recorder_start);
+	}
+	free(text);
+	if (!t.recording)
+		return TRACE_STATE_FINISHED;
+	return trace_recorder_alive(&t) ? TRACE_STATE_RECORDING : TRACE_STATE_ABANDONED;
+}
+
 /* A trace still marked recording: being written (its files may end in a
  * half-written piece: read quietly), or left so by a recorder that was
  * killed, which is said. */

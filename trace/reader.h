@@ -127,6 +127,20 @@ enum trace_open_flags {
 int trace_open(struct trace *t, const char *dir, unsigned flags);
 void trace_close(struct trace *t);
 
+/* Where the recording of the trace is. */
+enum trace_state {
+	TRACE_STATE_NOT_THERE,   /* no info (or no head) yet: the recorder is making it */
+	TRACE_STATE_RECORDING,   /* info says recording, and its recorder runs */
+	TRACE_STATE_FINISHED,    /* info says finished (or nothing: an older trace) */
+	TRACE_STATE_ABANDONED,   /* info says recording, and its recorder is gone */
+	TRACE_STATE_BROKEN,      /* info is not a file a trace has: said */
+};
+
+/* DIR's state from its info's last state= and recorder= (docs/format.md).
+ * A FIFO or a symbolic link put there is never followed (BROKEN, said on
+ * stderr): such a trace will never finish. */
+enum trace_state trace_state(const char *dir);
+
 /* Whether the recorder of a trace still marked recording still runs. */
 int trace_recorder_alive(const struct trace *t);
 /* The start time of process pid (/proc/PID/stat's 22nd field), or 0:

@@ -111,7 +111,7 @@ def test_live_follows_a_recording_from_before_it_starts(steady, tmp_path):
     """live DIR started before `ftpad record -o DIR` waits for DIR, shows
     events while the program runs (times right: more than one clock point
     from the first second), and stops once the trace is finished, with the
-    summary's count."""
+    summary's count.  Meanwhile --force does not replace it."""
     out, stop = tmp_path / "trace", tmp_path / "stop"
     live = Live(out)
     record = subprocess.Popen([FTPAD_BIN, "record", "-o", out, "--", steady, "until", stop],
@@ -124,6 +124,9 @@ def test_live_follows_a_recording_from_before_it_starts(steady, tmp_path):
         assert info["recorder"][0].split()[0] == str(record.pid)
         wait_for(lambda: len(read_kv(out / "info")["clock_sync"]) >= 2,
                  "clock point from the writer")
+        # --force replaces a finished trace, not one being recorded.
+        again = run([FTPAD_BIN, "record", "--force", "-o", out, "--", "true"], check=False)
+        assert again.returncode == 1 and "is being recorded" in again.stderr, again.stderr
     finally:
         stop.touch()
     _, err = record.communicate(timeout=LIMIT)
