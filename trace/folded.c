@@ -168,6 +168,7 @@ size_t trace_collect_paths(struct trace *t, struct trace_path **paths)
 
 	tree_walk_init(&w, t, &folded_ops, &fd);
 	tree_walk_all(&w);
+	tree_stats_say_lost(t, &w.total); /* no room for it in the folded lines */
 	tree_walk_free(&w);
 	free(fd.slots);
 	*paths = fd.paths;

@@ -261,13 +261,14 @@ static void perfetto_lost(struct tree_walk *w, uint32_t count, int64_t time)
 	struct perfetto *p = w->ctx;
 	uint8_t stamp[32];
 	size_t n;
-	char name[64];
+	char name[128];
 
 	if (w->lost_cause)
 		snprintf(name, sizeof(name), "LOST %u events: not written (%s)", count,
 			 w->lost_cause);
 	else
-		snprintf(name, sizeof(name), "LOST %u events", count);
+		snprintf(name, sizeof(name), "LOST %u events: %s", count,
+			 tree_lost_text(w->lost_why));
 	n = (size_t)(put_timestamp(p, stamp, time) - stamp);
 	pb_room(&p->packet, n);
 	memcpy(p->packet.buf, stamp, n);
@@ -401,6 +402,7 @@ int trace_dump_perfetto(struct trace *t, const char *path)
 			tree_walk_thread_with(&w, im, &im->threads[j], &perfetto_ops);
 		}
 	}
+	tree_stats_say_lost(t, &w.total);
 	tree_walk_free(&w);
 	rc = out_close(p.o) ? 1 : 0;
 	free(p.packet.buf);

@@ -178,7 +178,7 @@ def test_scenario_a_decodes_with_perfettos_schema(tmp_path, gen, protoc):
     assert cats["[signal SIGUSR1]"] == ["signal"] and cats["old"] == ["entry_only"]
     assert cats["main"] == [] and cats["fib"] == []
     assert [(e[1], e[3], e[4]) for e in events if e[2] == "TYPE_INSTANT"] == [
-        (1700, "LOST 2 events", ["lost"])]
+        (1700, "LOST 2 events: buffer full", ["lost"])]
 
 
 def test_each_thread_is_a_sequence_and_a_track(tmp_path, gen, protoc):

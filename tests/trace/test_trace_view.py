@@ -139,7 +139,7 @@ REPLAY_A = """\
   0.100 us [   100] |     handler();
   0.300 us [   100] |   } /* [signal SIGUSR1] */
   2.500 us [   100] | } /* main */
-# 17 events, 2 LOST (buffer full)
+# 17 events, 2 LOST (buffer full, first at 1.700 us)
 """
 
 
@@ -159,7 +159,7 @@ REPORT_A = """\
     0.100 us    0.100 us    0.100 us    0.100 us           1  leaf
     0.100 us    0.100 us    0.100 us    0.100 us           1  tailer
            -           -           -           -           1  old (entry only)
-# 17 events, 2 LOST (buffer full)
+# 17 events, 2 LOST (buffer full, first at 1.700 us)
 """
 
 
@@ -474,7 +474,7 @@ def test_frames_open_at_the_end(tmp_path, gen, attached):
     said = "2 frames running at detach" if attached else "2 frames unwound"
     assert p.stdout.splitlines()[-3:] == [f"  0.000 us [     1] |   f(); /* {how} */",
                                           f"  0.009 us [     1] | }} /* main, {how} */",
-                                          f"# 2 events, 3 LOST (buffer full), {said}"]
+                                          f"# 2 events, 3 LOST (buffer full, first at 0.005 us), {said}"]
     s = Scenario(tmp_path / "one.trace").image("1.0", "/bin/x", ["main"]).thread(1, "x")
     trace = s.evs([(0, "entry", "main", 100)]).write(gen)
     assert ftpad("replay", trace).stdout.splitlines()[-1] == "# 1 event, 1 frame unwound"
@@ -579,7 +579,7 @@ def test_chrome_json_marks(tmp_path, gen):
     assert [e["ts"] for e in events if e["name"] == "main"] == [0.0, 2.5]
     assert [e["args"] for e in events if e["name"] == "old" and e["ph"] == "E"] == [
         {"entry_only": True}]
-    assert [(e["ph"], e["args"]) for e in events if e["name"] == "LOST"] == [("i", {"events": 2})]
+    assert [(e["ph"], e["args"]) for e in events if e["name"] == "LOST"] == [("i", {"events": 2, "cause": "buffer full"})]
     assert [e["cat"] for e in events if e["name"] == "[signal SIGUSR1]"] == ["signal", "signal"]
 
 
@@ -619,19 +619,36 @@ def live_tables(text):
     return tables
 
 
+def being_recorded(trace):
+    """info says the trace is being recorded, by this very process (alive,
+    with its start time), as `ftpad record` says it of itself."""
+    start = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]
+    with open(trace / "info", "a") as f:
+        f.write(f"state=recording\nrecorder={os.getpid()} {start}\n")
+    return trace
+
+
 def test_live_on_a_finished_directory(tmp_path, gen):
     trace = scenario_a(tmp_path, gen)
     p = ftpad("live", "--iterations", "2", "--interval", "1", trace)
     assert "\033" not in p.stdout  # plain output when stdout is not a terminal
+    tables = live_tables(p.stdout)  # finished (no state=: an older trace): one look
+    assert len(tables) == 1 and "(finished)" in p.stdout
+    assert tables[0]["main"] == 1 and tables[0]["fib"] == 2
+
+
+def test_live_on_a_directory_being_recorded(tmp_path, gen):
+    trace = being_recorded(scenario_a(tmp_path, gen))
+    p = ftpad("live", "--iterations", "2", "--interval", "1", trace)
     tables = live_tables(p.stdout)
-    assert len(tables) == 2 and tables[0] == tables[1]
+    assert len(tables) == 2 and tables[0] == tables[1] and "(finished)" not in p.stdout
     assert tables[0]["main"] == 1 and tables[0]["fib"] == 2
 
 
 def test_live_follows_a_directory_being_written(tmp_path, gen):
     s = Scenario(tmp_path / "l.trace").image("1.0", "/bin/x", ["main", "tick"]).thread(1, "x")
     s.ev(0, "entry", "main", 100)
-    trace = s.write(gen)
+    trace = being_recorded(s.write(gen))
     live = subprocess.Popen([FTPAD_BIN, "live", "--interval", "20", trace],
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -652,7 +669,7 @@ def test_live_follows_a_directory_being_written(tmp_path, gen):
         more.sites = s.sites
         more.ev(1000, "exit", "main", 100).write(gen)
         with open(trace / "info", "a") as f:  # the recorder's summary: finished
-            f.write("exit=0\nevents=102\n")
+            f.write("exit=0\nevents=102\nstate=finished\n")
         out, _ = live.communicate(timeout=60)
     finally:
         live.kill()
@@ -713,15 +730,19 @@ def test_chrome_json_escapes_names(tmp_path, gen):
 
 def test_live_waits_for_an_image_being_made(tmp_path, gen):
     # A recorder makes an image's directory, then its sites, then each
-    # events file's header: live shows what is there, quietly, where
-    # report calls the same directory broken.
+    # events file's header: live shows what is there, quietly, and so
+    # does report, with a word, while the trace says it is being recorded;
+    # once it no longer does, report calls the same directory broken.
     trace = scenario_a(tmp_path, gen)
     (trace / "101.0").mkdir()
     (trace / "101.0" / "101.events").write_bytes(b"FTPADTRC\1")
-    p = ftpad("live", "--iterations", "1", trace)
-    assert p.stderr == "" and live_tables(p.stdout)[0]["fib"] == 2
     q = ftpad("report", trace, check=False)
     assert q.returncode == 1 and "101.0/sites: No such file or directory" in q.stderr
+    being_recorded(trace)
+    p = ftpad("live", "--iterations", "1", trace)
+    assert p.stderr == "" and live_tables(p.stdout)[0]["fib"] == 2
+    q = ftpad("report", trace)
+    assert "still being recorded: read as it is now" in q.stderr
 
 
 def test_folded_names_stay_one_frame(tmp_path, gen):
