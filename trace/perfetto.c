@@ -145,7 +145,8 @@ static void emit_event(struct perfetto *p, int64_t ns, unsigned type, const char
 
 static void perfetto_open(struct tree_walk *w, struct tree_frame *f)
 {
-	emit_event(w->ctx, f->start, TYPE_SLICE_BEGIN, trace_frame_name(w->trace, f), trace_frame_cat(f));
+	emit_event(w->ctx, f->start, TYPE_SLICE_BEGIN, trace_frame_name(w->trace, f),
+		   f->cut ? "cut_at_start" : trace_frame_cat(f));
 }
 
 static void perfetto_close(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how)

@@ -106,7 +106,8 @@ struct trace {
 	uint64_t warnings; /* cut files, unknown site ids ... said on stderr */
 	int quiet;         /* live: a file being written is not cut short */
 	int raw_names;     /* C++ names as the sites file has them, not demangled */
-	int attached;      /* made by ftpad attach (info's attach=): it ended, the program did not */
+	int attached;      /* made by ftpad attach or a ring's snapshot (info's attach=,
+			    * snapshot=): it ended, the program did not */
 };
 
 enum trace_open_flags {

@@ -20,7 +20,10 @@ void tree_walk_init(struct tree_walk *w, struct trace *t, const struct tree_ops 
 void tree_walk_free(struct tree_walk *w)
 {
 	free(w->stack);
+	free(w->cut);
+	free(w->scan);
 	w->stack = NULL;
+	w->cut = w->scan = NULL;
 }
 
 void tree_stats_add(struct tree_stats *to, const struct tree_stats *s)
@@ -33,9 +36,94 @@ void tree_stats_add(struct tree_stats *to, const struct tree_stats *s)
 	to->unknown_sites += s->unknown_sites;
 	to->unwound += s->unwound;
 	to->running += s->running;
+	to->cut += s->cut;
 	if (s->unwritten && !to->unwritten)
 		memcpy(to->unwritten_cause, s->unwritten_cause, sizeof(to->unwritten_cause));
 	to->unwritten += s->unwritten;
+}
+
+/* Room for one more in *v (n used of *cap). */
+static struct tree_cut *cut_push(struct tree_cut **v, size_t *cap, size_t n)
+{
+	if (n == *cap) {
+		*cap = *cap * 2 + 64;
+		*v = realloc(*v, *cap * sizeof(**v));
+		if (!*v) {
+			fputs("ftpad: error: out of memory\n", stderr);
+			exit(1);
+		}
+	}
+	return &(*v)[n];
+}
+
+/* a is above b on the stack (an outer frame's sp), as signed 32-bit
+ * differences. */
+static int sp_above(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) > 0;
+}
+
+/*
+ * The walk's rules without a viewer, on the frames the thread's own
+ * events open (w->scan).  An exit that finds no frame of its function
+ * (the walk would count it stray) closes a frame cut at the start when
+ * it can be one: above every frame entered so far (whatever the thread
+ * did until then nested inside it) and above the cut frames found before
+ * (each one found is the next outer).  Any other such exit stays stray:
+ * its entry was lost, say.
+ */
+size_t tree_find_cut(struct tree_walk *w, const struct trace_image *im,
+		     const struct trace_thread *th)
+{
+	const struct ftpad_event *e = th->events, *end = e + th->nevents;
+	size_t ncut = 0, depth = 0, i;
+	uint32_t top = 0;
+	int have_top = 0;
+
+	for (; e < end; e++) {
+		uint32_t site = ftpad_event_site(e), kind = ftpad_event_kind(e), func = TRACE_NONE;
+		const struct trace_site *s = site < im->nsites ? &im->sites[site] : NULL;
+
+		if (kind == FTPAD_EVENT_ENTRY || kind == FTPAD_EVENT_EXIT ||
+		    kind == FTPAD_EVENT_TAIL_EXIT) {
+			if (!s || s->func == TRACE_NONE)
+				continue;
+			func = s->func;
+		}
+		switch (kind) {
+		case FTPAD_EVENT_ENTRY:
+		case FTPAD_EVENT_SIGNAL:
+		case FTPAD_EVENT_UNWIND:
+			if (!have_top || sp_above(e->sp, top))
+				top = e->sp;
+			have_top = 1;
+			if (kind == FTPAD_EVENT_UNWIND) {
+				while (depth && sp_above(e->sp, w->scan[depth - 1].sp))
+					depth--;
+				break;
+			}
+			while (depth && !sp_above(w->scan[depth - 1].sp, e->sp))
+				depth--;
+			if (kind == FTPAD_EVENT_ENTRY && s->noexit)
+				break;
+			*cut_push(&w->scan, &w->scan_cap, depth++) = (struct tree_cut){ func, e->sp };
+			break;
+		case FTPAD_EVENT_EXIT:
+		case FTPAD_EVENT_TAIL_EXIT:
+		case FTPAD_EVENT_SIGRETURN:
+			for (i = depth; i && w->scan[i - 1].func != func; i--)
+				;
+			if (i) {
+				depth = i - 1;
+			} else if (kind != FTPAD_EVENT_SIGRETURN && (!have_top || sp_above(e->sp, top)) &&
+				   (!ncut || sp_above(e->sp, w->cut[ncut - 1].sp))) {
+				*cut_push(&w->cut, &w->cut_cap, ncut++) = (struct tree_cut){ func, e->sp };
+				depth = 0;
+			}
+			break;
+		}
+	}
+	return ncut;
 }
 
 void tree_walk_thread(struct tree_walk *w, const struct trace_image *im,
@@ -68,6 +156,9 @@ void tree_stats_say(const struct tree_stats *s, char *buf, size_t len)
 	if (s->running && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s running at detach", s->running,
 			      s->running == 1 ? "" : "s");
+	if (s->cut && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s cut at the start", s->cut,
+			      s->cut == 1 ? "" : "s");
 	if (s->stray_exits && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " exit%s without an entry skipped",
 			      s->stray_exits, s->stray_exits == 1 ? "" : "s");

@@ -186,6 +186,16 @@ static inline TREE_INLINE void tree_walk_thread_with(
 	memset(&w->st, 0, sizeof(w->st));
 	w->st.events = th->nevents;
 	w->last = th->nevents ? trace_ticks_to_ns(&clock, e->time) : 0;
+	/* Frames cut at the start, outermost first, as if entered at the
+	 * thread's first event: their exits then close them. */
+	for (size_t i = w->st.cut = tree_find_cut(w, im, th); i-- > 0;) {
+		struct tree_frame *f = walk_push(w);
+
+		*f = (struct tree_frame){ .func = w->cut[i].func, .sp = w->cut[i].sp,
+					  .start = w->last, .cut = 1 };
+		if (ops->open)
+			ops->open(w, f);
+	}
 	for (; e < end; e++)
 		walk_event(w, ops, sites, nsites, e, trace_ticks_to_ns(&clock, e->time));
 	while (w->depth) /* still open at the end: exit(), pthread_exit(), killed, detached */
