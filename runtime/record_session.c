@@ -44,6 +44,8 @@ static void write_stats_held(const struct ftpad_stats *st, uint64_t held)
 		 (unsigned long long)tot.fast);
 	append_image(text);
 	append_unwritten();
+	if (ring_chunks)
+		ring_append_totals();
 	clock_sync();
 }
 
@@ -248,6 +250,7 @@ void ftpad_record_session_stop(struct ftpad_record_totals *tot)
 		if (writer_running)
 			pthread_join(writer, NULL);
 		writer_running = 0;
+		ring_stop(); /* the writer, which reads DIR/.ring, is gone */
 		flush_all();
 		write_stats(&st);
 		__atomic_store_n(&ended, 1, __ATOMIC_RELEASE);
@@ -308,6 +311,7 @@ static void after_fork_child(void)
 		return;
 	}
 	forget_parent_buffers();
+	ring_forget();
 	bytes_written = 0;
 	pthread_mutex_init(&write_lock, NULL);
 	threads = NULL;
@@ -502,6 +506,8 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	if (err)
 		return err;
 	map_budget(!how);
+	if (ring_chunks)
+		ring_start(!how);
 	if (!how)
 		write_info_head();
 	clock_sync();
@@ -512,6 +518,8 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	exits_recorded = exits;
 	publish_modules();
 	err = register_record_ops(exits);
+	if (!err && (err = ring_register_trigger()))
+		ftpad_unregister_ops(&record_ops);
 	if (err)
 		return err;
 	register_modules();
