@@ -101,12 +101,21 @@ struct dir_opts {
 	unsigned long long depth;         /* --depth, 0: every depth */
 	unsigned long long time_filter_ns; /* --time-filter, 0: every call */
 	bool force;                       /* --force */
+	unsigned long long ring_mb;       /* --ring, 0: no ring */
+	char trigger[4096];               /* comma-joined --trigger */
 };
 
 /* getopt_long's c (with its optarg) if it is one of dir_opts': -F, -N,
  * -o, --size (as 's'), --force (as 'r'), --depth (as 'D'), --time-filter
- * (as 'T').  0 taken, EXIT_USAGE after the message, -1 not one of them.
- * opt: the option as written. */
+ * (as 'T'), --ring (as 'R'), --trigger (as 'G').  0 taken, EXIT_USAGE
+ * after the message, -1 not one of them.  opt: the option as written. */
 int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d);
+/* The options together, once all are read: 0, or EXIT_USAGE after the
+ * message. */
+int dir_options_check(const struct dir_opts *d);
+
+/* The ring's settings (FTPAD_RECORD_RING, FTPAD_RECORD_TRIGGER) as values:
+ * ring (bytes, "" without --ring), of size bytes. */
+void ring_setting(const struct dir_opts *d, char *ring, size_t size);
 
 #endif
