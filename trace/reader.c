@@ -331,6 +331,8 @@ static int read_info(struct trace *t)
 			snprintf(t->clock_name, sizeof(t->clock_name), "%s", v);
 		else if (!strcmp(line, "command"))
 			replace_str(&t->command, v);
+		else if (!strcmp(line, "ring"))
+			t->ring = 1;
 		else if (!strcmp(line, "attach") || !strcmp(line, "snapshot"))
 			t->attached = 1; /* the program went on: frames open at the end run */
 		else if (!strcmp(line, "clock_sync"))

@@ -108,6 +108,7 @@ struct trace {
 	int raw_names;     /* C++ names as the sites file has them, not demangled */
 	int attached;      /* made by ftpad attach or a ring's snapshot (info's attach=,
 			    * snapshot=): it ended, the program did not */
+	int ring;          /* recorded with --ring (info's ring=): threads start mid-stack */
 };
 
 enum trace_open_flags {

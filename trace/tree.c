@@ -42,8 +42,8 @@ void tree_stats_add(struct tree_stats *to, const struct tree_stats *s)
 	to->unwritten += s->unwritten;
 }
 
-/* Room for one more in *v (n used of *cap). */
-static struct tree_cut *cut_push(struct tree_cut **v, size_t *cap, size_t n)
+/* Room for n + 1 in *v, of *cap. */
+static struct tree_cut *cut_room(struct tree_cut **v, size_t *cap, size_t n)
 {
 	if (n == *cap) {
 		*cap = *cap * 2 + 64;
@@ -53,76 +53,92 @@ static struct tree_cut *cut_push(struct tree_cut **v, size_t *cap, size_t n)
 			exit(1);
 		}
 	}
-	return &(*v)[n];
+	return *v;
 }
 
 /* a is above b on the stack (an outer frame's sp), as signed 32-bit
  * differences. */
-static int sp_above(uint32_t a, uint32_t b)
+static inline int sp_above(uint32_t a, uint32_t b)
 {
 	return (int32_t)(a - b) > 0;
 }
 
 /*
  * The walk's rules without a viewer, on the frames the thread's own
- * events open (w->scan).  An exit that finds no frame of its function
- * (the walk would count it stray) closes a frame cut at the start when
- * it can be one: above every frame entered so far (whatever the thread
- * did until then nested inside it) and above the cut frames found before
- * (each one found is the next outer).  Any other such exit stays stray:
- * its entry was lost, say.
+ * events open (stack).  An exit that finds no frame of its function (the
+ * walk would count it stray) closes a frame cut at the start when it can
+ * be one: above every frame entered so far (whatever the thread did until
+ * then nested inside it) and above the cut frames found before (each one
+ * found is the next outer).  Any other such exit stays stray: its entry
+ * was lost, say.
  */
 size_t tree_find_cut(struct tree_walk *w, const struct trace_image *im,
 		     const struct trace_thread *th)
 {
 	const struct ftpad_event *e = th->events, *end = e + th->nevents;
-	size_t ncut = 0, depth = 0, i;
+	const struct trace_site *sites = im->sites;
+	const uint32_t nsites = im->nsites;
+	struct tree_cut *stack = w->scan;
+	size_t ncut = 0, depth = 0, cap = w->scan_cap, i;
 	uint32_t top = 0;
 	int have_top = 0;
 
 	for (; e < end; e++) {
-		uint32_t site = ftpad_event_site(e), kind = ftpad_event_kind(e), func = TRACE_NONE;
-		const struct trace_site *s = site < im->nsites ? &im->sites[site] : NULL;
+		uint32_t site = ftpad_event_site(e), func, sp = e->sp;
+		unsigned kind = ftpad_event_kind(e);
 
-		if (kind == FTPAD_EVENT_ENTRY || kind == FTPAD_EVENT_EXIT ||
-		    kind == FTPAD_EVENT_TAIL_EXIT) {
-			if (!s || s->func == TRACE_NONE)
-				continue;
-			func = s->func;
-		}
 		switch (kind) {
 		case FTPAD_EVENT_ENTRY:
 		case FTPAD_EVENT_SIGNAL:
-		case FTPAD_EVENT_UNWIND:
-			if (!have_top || sp_above(e->sp, top))
-				top = e->sp;
-			have_top = 1;
-			if (kind == FTPAD_EVENT_UNWIND) {
-				while (depth && sp_above(e->sp, w->scan[depth - 1].sp))
-					depth--;
-				break;
+			if (kind == FTPAD_EVENT_ENTRY) {
+				if (site >= nsites || sites[site].func == TRACE_NONE)
+					continue;
+				func = sites[site].noexit ? TRACE_NONE - 1 : sites[site].func;
+			} else {
+				func = TRACE_NONE;
 			}
-			while (depth && !sp_above(w->scan[depth - 1].sp, e->sp))
+			if (!have_top || sp_above(sp, top))
+				top = sp;
+			have_top = 1;
+			while (depth && !sp_above(stack[depth - 1].sp, sp))
 				depth--;
-			if (kind == FTPAD_EVENT_ENTRY && s->noexit)
-				break;
-			*cut_push(&w->scan, &w->scan_cap, depth++) = (struct tree_cut){ func, e->sp };
-			break;
+			if (func == TRACE_NONE - 1) /* entries only: no frame */
+				continue;
+			if (depth == cap)
+				stack = cut_room(&w->scan, &cap, depth);
+			stack[depth++] = (struct tree_cut){ func, sp };
+			continue;
+		case FTPAD_EVENT_UNWIND:
+			if (!have_top || sp_above(sp, top))
+				top = sp;
+			have_top = 1;
+			while (depth && sp_above(sp, stack[depth - 1].sp))
+				depth--;
+			continue;
 		case FTPAD_EVENT_EXIT:
 		case FTPAD_EVENT_TAIL_EXIT:
-		case FTPAD_EVENT_SIGRETURN:
-			for (i = depth; i && w->scan[i - 1].func != func; i--)
-				;
-			if (i) {
-				depth = i - 1;
-			} else if (kind != FTPAD_EVENT_SIGRETURN && (!have_top || sp_above(e->sp, top)) &&
-				   (!ncut || sp_above(e->sp, w->cut[ncut - 1].sp))) {
-				*cut_push(&w->cut, &w->cut_cap, ncut++) = (struct tree_cut){ func, e->sp };
-				depth = 0;
-			}
+			if (site >= nsites || sites[site].func == TRACE_NONE)
+				continue;
+			func = sites[site].func;
 			break;
+		case FTPAD_EVENT_SIGRETURN:
+			func = TRACE_NONE;
+			break;
+		default:
+			continue;
+		}
+		for (i = depth; i && stack[i - 1].func != func; i--)
+			;
+		if (i) {
+			depth = i - 1;
+		} else if (kind != FTPAD_EVENT_SIGRETURN && (!have_top || sp_above(sp, top)) &&
+			   (!ncut || sp_above(sp, w->cut[ncut - 1].sp))) {
+			cut_room(&w->cut, &w->cut_cap, ncut)[ncut] = (struct tree_cut){ func, sp };
+			ncut++;
+			depth = 0;
 		}
 	}
+	w->scan_cap = cap;
 	return ncut;
 }
 

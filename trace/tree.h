@@ -81,7 +81,8 @@ void tree_walk_free(struct tree_walk *w);
 
 /* The frames of th open before its first event (exits of functions the
  * thread entered before its events begin, docs/format.md): into w->cut,
- * innermost first; their number. */
+ * innermost first; their number.  The walk looks for them in a trace of
+ * an attach, a snapshot or a --ring, and in a forked child's image. */
 size_t tree_find_cut(struct tree_walk *w, const struct trace_image *im,
 		     const struct trace_thread *th);
 
