@@ -510,6 +510,13 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 		ring_start(!how);
 	if (!how)
 		write_info_head();
+	if (!how && ring_chunks) { /* a reader then finds threads that start mid-stack */
+		char line[48];
+
+		snprintf(line, sizeof(line), "ring=%zu\n",
+			 ring_chunks * chunk_events * sizeof(struct ftpad_event));
+		append_file("info", line);
+	}
 	clock_sync();
 	recording_pid = getpid();
 	__atomic_store_n(&stopping, 0, __ATOMIC_RELAXED);
