@@ -165,7 +165,7 @@ static void append_at(int dir, const char *name, const char *text)
 static uint64_t snapshot_events(int snap)
 {
 	struct rthread *t, *all = __atomic_load_n(&threads, __ATOMIC_ACQUIRE);
-	uint64_t n = 0;
+	uint64_t n = 0, bytes = bytes_written; /* the trace's, which bytes= sums */
 
 	for (t = all; t; t = t->next) {
 		t->ring_saved.fd = t->fd, t->ring_saved.file = t->file;
@@ -194,6 +194,7 @@ static uint64_t snapshot_events(int snap)
 		t->fd = t->ring_saved.fd, t->file = t->ring_saved.file;
 		t->unwritten = t->ring_saved.unwritten, t->unwritten_err = t->ring_saved.err;
 	}
+	bytes_written = bytes;
 	return n;
 }
 
