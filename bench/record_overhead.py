@@ -12,7 +12,10 @@ and the fastest of each is kept: the host is shared.  ftpad's graph row
 records an entry and an exit per call (a build with exit=1), as uftrace and
 XRay do; its entries-only row (a build without exit sites) records one
 event per call.  Both take x86_64's fast recording path (trampoline_x86_64.S
-"Fast recording").  The floor row is the same loop with two 16-byte events
+"Fast recording").  The ring row is the graph build under `ftpad record
+--ring 64`: the same hot path, the writer keeping the chunks in memory and
+writing the newest 64 MB at the end (its bytes/event is then the N and 2N
+runs' difference, about 0: both write a full ring).  The floor row is the same loop with two 16-byte events
 (rdtsc, an id, the stack pointer) written into a ring by the program itself:
 what any TSC-stamped recorder pays on this host, mostly rdtsc.  Bytes per
 event: the trace's growth from N to 2N calls, over the N or 2N events the
@@ -61,6 +64,7 @@ int main(int argc, char **argv)
 GRAPH = "ftpad record (graph)"
 FLOOR = "floor: rdtsc + store, 2/call"
 ENTRIES = "ftpad record (entries)"
+RING = "ftpad record --ring 64"
 # Events per call: the entries-only row writes one, the others two.
 EVENTS_PER_CALL = {GRAPH: 2, ENTRIES: 1, "uftrace record (-pg)": 2, "XRay FDR": 2}
 
@@ -83,6 +87,8 @@ def build(build_dir, out):
     sh(["gcc", "-O2", f"-fplugin={plugin}", "-fplugin-arg-ftpad-exit=1", "-o", out / "graph",
         src])
     tools[GRAPH] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", out / "graph", n]
+    tools[RING] = lambda n, d: [ftpad, "record", "--ring", "64", "--force", "-o", d, "--",
+                                out / "graph", n]
     sh(["gcc", "-O2", f"-fplugin={plugin}", "-o", out / "ftpad", src])
     tools[ENTRIES] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", out / "ftpad", n]
     if shutil.which("uftrace"):
