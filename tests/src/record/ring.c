@@ -5,7 +5,8 @@
  *   long N M      N calls of old_work() inside phase_a(), then M of
  *                 new_work() inside phase_b(); prints its counts
  *   crash N M     the same, then a SIGSEGV in crash_here()
- *   serve         ticks until stdin closes: prints "pid=P" once running
+ *   serve         ticks, a round a byte read, until stdin closes: prints
+ *                 "pid=P" after its first round (on_error() for an 'e')
  *   trigger N K   N calls of tick(), on_error() at every K-th
  */
 #include <signal.h>
@@ -57,12 +58,15 @@ static void serve(void)
 {
 	char c;
 
-	printf("pid=%d\n", (int)getpid());
-	fflush(stdout);
-	/* tick between reads: the test writes a line per round it wants */
+	/* tick between reads: the test writes a byte per round it wants.  The
+	 * first round before the pid, so that a snapshot has ticks to show. */
 	for (long i = 0;; i++) {
 		for (int k = 0; k < 1000; k++)
 			tick(i);
+		if (!i) {
+			printf("pid=%d\n", (int)getpid());
+			fflush(stdout);
+		}
 		if (read(0, &c, 1) <= 0)
 			break;
 		if (c == 'e')
