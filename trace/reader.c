@@ -334,7 +334,8 @@ static int read_info(struct trace *t)
 		else if (!strcmp(line, "ring"))
 			t->ring = 1;
 		else if (!strcmp(line, "attach") || !strcmp(line, "snapshot"))
-			t->attached = 1; /* the program went on: frames open at the end run */
+			t->attached = 1, /* the program went on: frames open at the end run */
+			t->snapshot |= !strcmp(line, "snapshot");
 		else if (!strcmp(line, "clock_sync"))
 			rc = parse_clock_sync(t, path, v, pairs, &npairs);
 	}

@@ -109,6 +109,7 @@ struct trace {
 	int attached;      /* made by ftpad attach or a ring's snapshot (info's attach=,
 			    * snapshot=): it ended, the program did not */
 	int ring;          /* recorded with --ring (info's ring=): threads start mid-stack */
+	int snapshot;      /* a snapshot of a ring (info's snapshot=): attached is set too */
 };
 
 enum trace_open_flags {

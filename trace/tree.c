@@ -36,6 +36,7 @@ void tree_stats_add(struct tree_stats *to, const struct tree_stats *s)
 	to->unknown_sites += s->unknown_sites;
 	to->unwound += s->unwound;
 	to->running += s->running;
+	to->snapshot |= s->snapshot;
 	to->cut += s->cut;
 	if (s->unwritten && !to->unwritten)
 		memcpy(to->unwritten_cause, s->unwritten_cause, sizeof(to->unwritten_cause));
@@ -170,8 +171,8 @@ void tree_stats_say(const struct tree_stats *s, char *buf, size_t len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s unwound", s->unwound,
 			      s->unwound == 1 ? "" : "s");
 	if (s->running && n >= 0 && (size_t)n < len)
-		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s running at detach", s->running,
-			      s->running == 1 ? "" : "s");
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s running at %s", s->running,
+			      s->running == 1 ? "" : "s", s->snapshot ? "the snapshot" : "detach");
 	if (s->cut && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s cut at the start", s->cut,
 			      s->cut == 1 ? "" : "s");

@@ -31,7 +31,8 @@ struct tree_frame {
 struct tree_stats {
 	uint64_t events; /* as the summary counts them: LOST records are not */
 	uint64_t lost, stray_exits, stray_sigreturns, unknown_kinds, unknown_sites, unwound;
-	uint64_t running; /* frames open when the attach ended */
+	uint64_t running; /* frames open when the attach ended (or the snapshot) */
+	int snapshot;     /* running: at a snapshot, not a detach */
 	uint64_t cut;     /* frames cut at the start: their entry is not in the trace */
 	uint64_t unwritten;         /* events the recorder could not write */
 	char unwritten_cause[16];   /* the first cause: an errno name */

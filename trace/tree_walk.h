@@ -185,6 +185,7 @@ static inline TREE_INLINE void tree_walk_thread_with(
 	w->depth = 0;
 	memset(&w->st, 0, sizeof(w->st));
 	w->st.events = th->nevents;
+	w->st.snapshot = w->trace->snapshot;
 	w->last = th->nevents ? trace_ticks_to_ns(&clock, e->time) : 0;
 	/* Frames cut at the start, outermost first, as if entered at the
 	 * thread's first event: their exits then close them.  Looked for

@@ -116,18 +116,19 @@ def test_snapshot_of_a_running_program(ring_prog, tmp_path):
                             "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
+        # after its first round: main is open, and its entry in the ring
         pid = int(rec.stdout.readline().split("=")[1])
-        rec.stdin.write("x" * 100)
-        rec.stdin.flush()
         first = pathlib_of(ftpad("snapshot", pid).stdout)
         assert first.name == "snapshot-1"
         for viewer in (["replay"], ["report"], ["dump", "--folded"]):
             assert "tick" in ftpad(*viewer, first).stdout
         assert rec.poll() is None, "the program goes on"
+        assert re.search(r"frames? running at the snapshot",
+                         ftpad("report", first).stdout.splitlines()[-1])
         [image] = Trace(first).images.values()
         assert image.calls()["tick"] > 0 and image.kv["snapshot"] == ["1"]
         assert "snapshot=1" in (first / "info").read_text()
-        rec.stdin.write("e" * 10)
+        rec.stdin.write("x" * 100 + "e" * 10)
         rec.stdin.flush()
         second = pathlib_of(ftpad("snapshot", first.parent).stdout)
         assert second.name == "snapshot-2" and second.parent == first.parent
