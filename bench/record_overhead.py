@@ -12,12 +12,17 @@ and the fastest of each is kept: the host is shared.  ftpad's graph row
 records an entry and an exit per call (a build with exit=1), as uftrace and
 XRay do; its entries-only row (a build without exit sites) records one
 event per call.  Both take x86_64's fast recording path (trampoline_x86_64.S
-"Fast recording").  The floor row is the same loop with two 16-byte events
+"Fast recording").  The ring row is the graph build under `ftpad record
+--ring 64`: the same hot path, the writer keeping the chunks in memory and
+writing the newest 64 MB at the end (its bytes/event is then the N and 2N
+runs' difference, about 0: both write a full ring).  The floor row is the same loop with two 16-byte events
 (rdtsc, an id, the stack pointer) written into a ring by the program itself:
 what any TSC-stamped recorder pays on this host, mostly rdtsc.  Bytes per
 event: the trace's growth from N to 2N calls, over the N or 2N events the
-extra calls made (below 16 when events were dropped).  Nothing here asserts
-on time."""
+extra calls made (below 16 when events were dropped).  Loop ns: the loop's
+own time per call in the 2N run, as the program measures it (no start-up,
+no final flush: the ring row's end writes 64 MB at once, which makes its
+N-to-2N difference noisy).  Nothing here asserts on time."""
 import argparse
 import os
 import pathlib
@@ -32,6 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCE = r"""
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #ifdef FLOOR
 struct event { unsigned long time; unsigned what, sp; } ring[4096];
 unsigned pos;
@@ -50,9 +56,13 @@ __attribute__((noinline)) long leaf(long x) { return 3 * x + 1; }
 int main(int argc, char **argv)
 {
 	long n = atol(argv[1]), s = 0;
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (long i = 0; i < n; i++)
 		s += leaf(i);
-	printf("%ld\n", s);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("%ld %lld\n", s, (b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec));
 	return 0;
 }
 """
@@ -61,6 +71,7 @@ int main(int argc, char **argv)
 GRAPH = "ftpad record (graph)"
 FLOOR = "floor: rdtsc + store, 2/call"
 ENTRIES = "ftpad record (entries)"
+RING = "ftpad record --ring 64"
 # Events per call: the entries-only row writes one, the others two.
 EVENTS_PER_CALL = {GRAPH: 2, ENTRIES: 1, "uftrace record (-pg)": 2, "XRay FDR": 2}
 
@@ -83,6 +94,8 @@ def build(build_dir, out):
     sh(["gcc", "-O2", f"-fplugin={plugin}", "-fplugin-arg-ftpad-exit=1", "-o", out / "graph",
         src])
     tools[GRAPH] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", out / "graph", n]
+    tools[RING] = lambda n, d: [ftpad, "record", "--ring", "64", "--force", "-o", d, "--",
+                                out / "graph", n]
     sh(["gcc", "-O2", f"-fplugin={plugin}", "-o", out / "ftpad", src])
     tools[ENTRIES] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", out / "ftpad", n]
     if shutil.which("uftrace"):
@@ -101,12 +114,14 @@ def build(build_dir, out):
 
 
 def time_run(cmd, tmp):
+    """The run's wall time, and the loop's own, in s (the program times it)."""
     env = dict(os.environ, XRAY_OPTIONS=f"patch_premain=true xray_mode=xray-fdr "
                f"xray_logfile_base={tmp}/xray-log.")
     t0 = time.perf_counter()
-    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=env, cwd=tmp)
-    return time.perf_counter() - t0
+    p = subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, env=env, cwd=tmp, text=True)
+    wall = time.perf_counter() - t0
+    return wall, int(p.stdout.split()[-1]) / 1e9
 
 
 def trace_bytes(tmp):
@@ -127,6 +142,7 @@ def main():
         tmp = pathlib.Path(tmpname)
         tools = build(args.build.resolve(), tmp)
         best = {(name, k): float("inf") for name in tools for k in (1, 2)}
+        loop = dict(best)
         size = {}
         for _ in range(args.rounds):
             order = [(name, k) for name in tools for k in (1, 2)]
@@ -137,16 +153,18 @@ def main():
                 for f in tmp.glob("xray-log.*"):
                     f.unlink()
                 cmd = tools[name](args.calls * k, d)
-                best[name, k] = min(best[name, k], time_run(cmd, tmp))
+                wall, inside = time_run(cmd, tmp)
+                best[name, k] = min(best[name, k], wall)
+                loop[name, k] = min(loop[name, k], inside)
                 size[name, k] = trace_bytes(tmp)
         n = args.calls
         added = {}
         plain = (best["plain", 2] - best["plain", 1]) / n * 1e9
-        print(f"{'tool':28} {'ns/call':>8} {'added ns':>9} {'bytes/event':>12}")
+        print(f"{'tool':28} {'ns/call':>8} {'added ns':>9} {'loop ns':>8} {'bytes/event':>12}")
         for name in tools:
             per = (best[name, 2] - best[name, 1]) / n * 1e9
             added[name] = per - plain
-            row = f"{name:28} {per:8.1f} {added[name]:9.1f}"
+            row = f"{name:28} {per:8.1f} {added[name]:9.1f} {loop[name, 2] / (2 * n) * 1e9:8.1f}"
             if name in EVENTS_PER_CALL:
                 grown = size[name, 2] - size[name, 1]
                 # XRay FDR writes only on __xray_log_flushLog(), never called here

@@ -252,7 +252,7 @@ static int run_session(struct target *t, struct session *s, const struct attach_
 static size_t build_request(const struct attach_opts *o, const char *tmp, const char *socket,
 			    char *out, size_t size)
 {
-	char line[8192], bytes[32], depth[32], time_filter[32];
+	char line[8192], bytes[32], depth[32], time_filter[32], ring[32];
 	bool exits = o->graph || o->d.depth || o->d.time_filter_ns;
 	size_t len = 0;
 	const char *settings[][2] = {
@@ -263,12 +263,15 @@ static size_t build_request(const struct attach_opts *o, const char *tmp, const 
 		{ FTPAD_ENV_RECORD_SIZE, o->d.size_mb ? bytes : "" },
 		{ FTPAD_ENV_RECORD_DEPTH, o->d.depth ? depth : "" },
 		{ FTPAD_ENV_RECORD_TIME_FILTER, o->d.time_filter_ns ? time_filter : "" },
+		{ FTPAD_ENV_RECORD_RING, ring },
+		{ FTPAD_ENV_RECORD_TRIGGER, o->d.trigger },
 		{ FTPAD_ENV_ATTACH_SOCKET, socket },
 	};
 
 	snprintf(bytes, sizeof(bytes), "%llu", o->d.size_mb << 20);
 	snprintf(depth, sizeof(depth), "%llu", o->d.depth);
 	snprintf(time_filter, sizeof(time_filter), "%llu", o->d.time_filter_ns);
+	ring_setting(&o->d, ring, sizeof(ring));
 	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
 		int n;
 
@@ -289,7 +292,8 @@ static size_t build_request(const struct attach_opts *o, const char *tmp, const 
 static const char attach_usage[] =
 	"usage: ftpad attach PID [-F GLOB]... [-N GLOB]... [--graph] [--depth N]\n"
 	"                        [--time-filter DUR] [-o DIR] [--duration SECONDS]\n"
-	"                        [--size MB] [--force] [--library PATH]\n"
+	"                        [--size MB | --ring MB [--trigger GLOB]...] [--force]\n"
+	"                        [--library PATH]\n"
 	"       ftpad record -p PID [same options]\n"
 	"\n"
 	"Record the padded functions of a running process into DIR (default\n"
@@ -300,8 +304,10 @@ static const char attach_usage[] =
 	"only frames up to depth N of each thread; --time-filter DUR (500ns, 10us,\n"
 	"1ms): drop calls shorter than DUR with no recorded call inside (both as\n"
 	"`ftpad record`'s, and both turn --graph on); --size MB: cap the events'\n"
-	"bytes (default: while 10% of DIR's file system stays free); --library:\n"
-	"the libftpad.so to load.\n";
+	"bytes (default: while 10% of DIR's file system stays free); --ring MB:\n"
+	"keep only the newest MB of events, in memory, written at the detach and\n"
+	"on 'ftpad snapshot PID' (DIR/snapshot-N); --trigger GLOB: a snapshot when\n"
+	"a function matching GLOB is entered; --library: the libftpad.so to load.\n";
 
 static int parse_pid(const char *text, pid_t *pid)
 {
@@ -324,6 +330,8 @@ static int parse_attach(int argc, char **argv, struct attach_opts *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "size", required_argument, NULL, 's' },
+		{ "ring", required_argument, NULL, 'R' },
+		{ "trigger", required_argument, NULL, 'G' },
 		{ "force", no_argument, NULL, 'r' },
 		{ "depth", required_argument, NULL, 'D' },
 		{ "time-filter", required_argument, NULL, 'T' },
@@ -378,7 +386,7 @@ static int parse_attach(int argc, char **argv, struct attach_opts *o)
 		return usage_error("attach: unexpected argument '%s'", argv[optind]);
 	if (!o->pid)
 		return usage_error("attach: missing %s", "PID: the process to attach to");
-	return 0;
+	return dir_options_check(&o->d);
 }
 
 /* The trace directory while attached, held by descriptors: once it is

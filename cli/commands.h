@@ -16,6 +16,10 @@ int cmd_record(int argc, char **argv);
  * arch/attach_<arch>.c), ftpad.c's refusal. */
 int cmd_attach(int argc, char **argv);
 
+/* snapshot.c: `ftpad snapshot PID|DIR`, the ring of a --ring recording
+ * written while it goes on. */
+int cmd_snapshot(int argc, char **argv);
+
 /* patch.c: `ftpad patch PID PATCH.so`; where it is not built (no x86_64
  * or no libdw), ftpad.c's refusal. */
 int cmd_patch(int argc, char **argv);

@@ -26,6 +26,7 @@ struct command {
 static const struct command commands[] = {
 	{ "record", cmd_record, "run PROG, recording calls to its padded functions into DIR" },
 	{ "attach", cmd_attach, "record the padded functions of a running process, then detach" },
+	{ "snapshot", cmd_snapshot, "write the ring of a --ring recording now, as it goes on" },
 	{ "patch", cmd_patch, "replace functions of a running process with a patch's (live patch)" },
 	{ "replay", trace_cmd_replay, "a trace's calls, thread by thread, as a call tree with times" },
 	{ "report", trace_cmd_report, "a trace's time per function: calls, total, self, max" },

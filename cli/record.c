@@ -40,7 +40,8 @@ struct text_opts {
 
 static const char usage_text[] =
 	"usage: ftpad record [-F GLOB]... [-N GLOB]... [--depth N] [--time-filter DUR]\n"
-	"                    [--early] [--size MB] [--force] [-o DIR] -- PROG [ARGS...]\n"
+	"                    [--early] [--size MB | --ring MB [--trigger GLOB]...]\n"
+	"                    [--force] [-o DIR] -- PROG [ARGS...]\n"
 	"       ftpad record --text [-f|--filter GLOBS] [-o|--output FILE] [--] PROG [ARGS...]\n"
 	"       ftpad record -p PID ...   (ftpad attach: 'ftpad attach --help')\n"
 	"\n"
@@ -57,6 +58,10 @@ static const char usage_text[] =
 	"        exit sites (entries only) are kept by both.  A crash of PROG, or a\n"
 	"        Ctrl-C or kill (not -9), keeps the trace up to it.  The processes\n"
 	"        PROG leaves behind (daemons) are waited for; Ctrl-C stops waiting.\n"
+	"        --ring MB: a flight recorder: keep only the newest MB of events, in\n"
+	"        memory, written when PROG ends or crashes and on 'ftpad snapshot'\n"
+	"        (DIR/snapshot-N); --trigger GLOB: a snapshot when a function\n"
+	"        matching GLOB is entered (16 at most per process).\n"
 	"record --text  run PROG with libftpad.so preloaded, tracing calls to its padded\n"
 	"        functions: one line '<comm>-<tid> <function> <-<caller>' per call,\n"
 	"        then 'ftpad: N sites found, M sites enabled, K calls seen' at exit.\n"
@@ -194,6 +199,8 @@ static int parse_record(int argc, char **argv, struct record_opts *o)
 		{ "time-filter", required_argument, NULL, 'T' },
 		{ "early", no_argument, NULL, 'e' },
 		{ "size", required_argument, NULL, 's' },
+		{ "ring", required_argument, NULL, 'R' },
+		{ "trigger", required_argument, NULL, 'G' },
 		{ "force", no_argument, NULL, 'r' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -220,7 +227,8 @@ static int parse_record(int argc, char **argv, struct record_opts *o)
 			return other_option(c, argv);
 		}
 	}
-	return take_prog(argc, argv, &o->argv);
+	err = dir_options_check(&o->d);
+	return err ? err : take_prog(argc, argv, &o->argv);
 }
 
 /*
@@ -362,7 +370,7 @@ static void wait_for_the_rest(struct proc_ends *ends)
 static int run_recorded(struct record_opts *o, const char *lib, const char *tmp, pid_t *pidp,
 			struct proc_ends *ends)
 {
-	char size[32], depth[32], time_filter[32];
+	char size[32], depth[32], time_filter[32], ring[32];
 	struct sigaction old[2];
 	pid_t pid;
 	int status;
@@ -370,6 +378,7 @@ static int run_recorded(struct record_opts *o, const char *lib, const char *tmp,
 	snprintf(size, sizeof(size), "%llu", o->d.size_mb << 20);
 	snprintf(depth, sizeof(depth), "%llu", o->d.depth);
 	snprintf(time_filter, sizeof(time_filter), "%llu", o->d.time_filter_ns);
+	ring_setting(&o->d, ring, sizeof(ring));
 	if (setenv(FTPAD_ENV_RECORD, tmp, 1) || unsetenv(FTPAD_ENV_RECORD_IMAGE) ||
 	    (*o->d.filter ? setenv(FTPAD_ENV_RECORD_FILTER, o->d.filter, 1)
 			: unsetenv(FTPAD_ENV_RECORD_FILTER)) ||
@@ -381,6 +390,9 @@ static int run_recorded(struct record_opts *o, const char *lib, const char *tmp,
 			: unsetenv(FTPAD_ENV_RECORD_DEPTH)) ||
 	    (o->d.time_filter_ns ? setenv(FTPAD_ENV_RECORD_TIME_FILTER, time_filter, 1)
 				 : unsetenv(FTPAD_ENV_RECORD_TIME_FILTER)) ||
+	    (*ring ? setenv(FTPAD_ENV_RECORD_RING, ring, 1) : unsetenv(FTPAD_ENV_RECORD_RING)) ||
+	    (*o->d.trigger ? setenv(FTPAD_ENV_RECORD_TRIGGER, o->d.trigger, 1)
+			   : unsetenv(FTPAD_ENV_RECORD_TRIGGER)) ||
 	    (o->early && setenv(FTPAD_ENV_EARLY, "1", 1)) || unsetenv(FTPAD_ENV_FILTER) ||
 	    set_preload(lib)) {
 		fprintf(stderr, "ftpad: error: cannot set the environment: %s\n", strerror(errno));
@@ -455,7 +467,8 @@ static int record_dir(int argc, char **argv)
 static bool names_pid(int argc, char **argv)
 {
 	static const char *const with_arg[] = { "-F", "-N", "-o", "--output", "--size", "--depth",
-						"--time-filter", "--duration", "--library" };
+						"--time-filter", "--duration", "--library",
+						"--ring", "--trigger" };
 
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
 		if (!strncmp(argv[i], "-p", 2) || !strcmp(argv[i], "--pid") ||

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ftpad_clock.h"
+#include "ftpad_record.h"
 #include "ftpad_trace.h"
 #include "reader.h"
 #include "tracedir.h"
@@ -96,9 +97,19 @@ static bool image_name(const char *name)
 	       strspn(name + digits + 1, "0123456789") == strlen(name + digits + 1);
 }
 
+/* snapshot-<n>: a snapshot of --ring, a trace in the trace. */
+static bool is_snapshot_name(const char *name)
+{
+	size_t len = strlen("snapshot-");
+
+	return !strncmp(name, "snapshot-", len) && name[len] &&
+	       strspn(name + len, "0123456789") == strlen(name + len);
+}
+
 /* Whether the directory dir (not a link) is an ftpad trace, which --force
  * may replace: an info whose first line is format=..., and beside it only
- * what a recorder writes (.budget, <pid>.<n> directories).  Anything
+ * what a recorder writes (.budget, .ring, <pid>.<n> and snapshot-<n>
+ * directories).  Anything
  * else, a user's own folder most likely, is left alone. */
 static bool is_trace_dir(const char *dir)
 {
@@ -122,7 +133,8 @@ static bool is_trace_dir(const char *dir)
 		struct stat st;
 
 		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..") ||
-		    !strcmp(d->d_name, "info") || !strcmp(d->d_name, ".budget"))
+		    !strcmp(d->d_name, "info") || !strcmp(d->d_name, ".budget") ||
+		    !strcmp(d->d_name, FTPAD_RING_CONTROL) || is_snapshot_name(d->d_name))
 			continue;
 		shaped = image_name(d->d_name) &&
 			 !fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISDIR(st.st_mode);
@@ -657,6 +669,15 @@ int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d)
 			return usage_error("%s: --depth takes a depth from 1 to 1048576, not '%s'",
 					   d->command, arg);
 		return 0;
+	case 'R':
+		errno = 0;
+		d->ring_mb = strtoull(arg, &end, 10);
+		if (errno || !*arg || *end || !d->ring_mb || d->ring_mb > (1ull << 20))
+			return usage_error("%s: --ring takes a number of MB >= 1, not '%s'",
+					   d->command, arg);
+		return 0;
+	case 'G':
+		return add_glob(d->command, d->trigger, sizeof(d->trigger), opt, arg);
 	case 'T':
 		if (parse_duration(arg, &d->time_filter_ns))
 			return usage_error("%s: --time-filter takes a duration such as 500ns, 10us, "
@@ -664,4 +685,23 @@ int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d)
 		return 0;
 	}
 	return -1;
+}
+
+int dir_options_check(const struct dir_opts *d)
+{
+	if (*d->trigger && !d->ring_mb)
+		return usage_error("%s: --trigger takes a snapshot of the ring: it needs %s",
+				   d->command, "--ring MB");
+	if (d->ring_mb && d->size_mb)
+		return usage_error("%s: --size caps a trace written as it goes; the ring's size "
+				   "caps each write of --ring: %s", d->command, "use one of them");
+	return 0;
+}
+
+void ring_setting(const struct dir_opts *d, char *ring, size_t size)
+{
+	if (d->ring_mb)
+		snprintf(ring, size, "%llu", d->ring_mb << 20);
+	else
+		snprintf(ring, size, "%s", "");
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "ftpad_record.h"
 #include "ftpad_trace.h"
 
 /* The summary, summed over every image's key=value stats. */
@@ -32,9 +33,9 @@ struct summary {
  * one, finished; one left at recording was not (its recording killed),
  * or is being written: recorder=PID START says by whom (the process's
  * start time in /proc/PID/stat, against a reused pid). */
-#define TRACE_STATE_KEY "state"
-#define TRACE_RECORDING "recording"
-#define TRACE_FINISHED "finished"
+#define TRACE_STATE_KEY FTPAD_INFO_STATE
+#define TRACE_RECORDING FTPAD_INFO_RECORDING
+#define TRACE_FINISHED FTPAD_INFO_FINISHED
 
 /* libftpad.so: FTPAD_LIB, else beside the tool (build tree, then as
  * installed).  0, or -1 after an error message. */
@@ -114,12 +115,21 @@ struct dir_opts {
 	unsigned long long depth;         /* --depth, 0: every depth */
 	unsigned long long time_filter_ns; /* --time-filter, 0: every call */
 	bool force;                       /* --force */
+	unsigned long long ring_mb;       /* --ring, 0: no ring */
+	char trigger[4096];               /* comma-joined --trigger */
 };
 
 /* getopt_long's c (with its optarg) if it is one of dir_opts': -F, -N,
  * -o, --size (as 's'), --force (as 'r'), --depth (as 'D'), --time-filter
- * (as 'T').  0 taken, EXIT_USAGE after the message, -1 not one of them.
- * opt: the option as written. */
+ * (as 'T'), --ring (as 'R'), --trigger (as 'G').  0 taken, EXIT_USAGE
+ * after the message, -1 not one of them.  opt: the option as written. */
 int dir_option(int c, const char *opt, const char *arg, struct dir_opts *d);
+/* The options together, once all are read: 0, or EXIT_USAGE after the
+ * message. */
+int dir_options_check(const struct dir_opts *d);
+
+/* The ring's settings (FTPAD_RECORD_RING, FTPAD_RECORD_TRIGGER) as values:
+ * ring (bytes, "" without --ring), of size bytes. */
+void ring_setting(const struct dir_opts *d, char *ring, size_t size);
 
 #endif

@@ -21,12 +21,17 @@
  *                               process writes, so an exec'ed program
  *                               continues into pid.(n+1) (exec_from=)
  *   FTPAD_RECORD_EXITS=0|1      attach only: exit events too (default 1)
+ *   FTPAD_RECORD_RING=bytes     keep only the newest events, in memory (--ring)
+ *   FTPAD_RECORD_TRIGGER=globs  entering one of these takes a snapshot (--trigger)
  *
  * Its files, each calling only those above it in this list:
  *
  *   record_settings.c  the settings: the attach request's, or the environment's
  *   record_buffer.c    the chunks, the threads and the hot path (record_event())
  *   record_writer.c    the writer thread and the trace's files
+ *   record_ring.c      --ring: the newest chunks kept in memory, written at
+ *                      the end and on a snapshot (the writer hands it the
+ *                      chunks it drains, and asks it to write them)
  *   record_ids.c       site ids and the `sites` file; the ops' callbacks
  *   record_session.c   start, fork, exec, end, and the ending signals
  *
@@ -39,6 +44,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -103,6 +109,16 @@ struct rthread {
 	struct rthread *ended_next;
 	int ending;
 	struct chunk *last_chunk;
+	/* --ring: its events the ring let go for newer ones (not dropped:
+	 * recorded, and older than what the ring keeps). */
+	uint64_t overwritten;
+	/* --ring: fd, file and unwritten, put aside while a snapshot writes */
+	struct {
+		struct ftpad_own_fd fd;
+		uint32_t file;
+		uint64_t unwritten;
+		int err;
+	} ring_saved;
 };
 
 /* ---- record_settings.c ---- */
@@ -129,6 +145,10 @@ extern struct rthread *threads RECORD_SHARED(threads); /* atomic list head */
 extern int outside_ops RECORD_SHARED(outside_ops);
 extern size_t chunk_events RECORD_SHARED(chunk_events);
 extern size_t nchunks RECORD_SHARED(nchunks);
+/* --ring: the chunks the ring keeps (0: no ring, every chunk is written) */
+extern size_t ring_chunks RECORD_SHARED(ring_chunks);
+/* the full chunks that wake the writer before its pause ends */
+extern unsigned wake_at RECORD_SHARED(wake_at);
 extern struct chunk *full_head RECORD_SHARED(full_head); /* atomic */
 extern unsigned nfull RECORD_SHARED(nfull);     /* atomic: chunks in the full list */
 /* atomic, a futex word: the writer waits on it */
@@ -192,8 +212,17 @@ extern int writer_running RECORD_SHARED(writer_running);
 extern int sites_fd RECORD_SHARED(sites_fd); /* <image>/sites */
 
 void open_trace_dir(void) RECORD_SHARED(open_trace_dir);
-/* The trace directory's descriptor (opened again if lost), or -1. */
-int record_trace_dir(void) RECORD_SHARED(record_trace_dir);
+/* The trace directory's descriptor (opened again if the program took it);
+ * -1 when it cannot be. */
+int trace_dir(void) RECORD_SHARED(trace_dir);
+/* Events files are made under this directory (a descriptor) instead of
+ * the trace directory; -1: the trace directory again. */
+void set_events_dir(int fd) RECORD_SHARED(set_events_dir);
+void put_events(struct rthread *t, const struct ftpad_event *ev, size_t len)
+	RECORD_SHARED(put_events);
+void close_events(struct rthread *t) RECORD_SHARED(close_events);
+void hold_xfsz(sigset_t *old) RECORD_SHARED(hold_xfsz);
+void release_xfsz(const sigset_t *old) RECORD_SHARED(release_xfsz);
 void write_all(int fd, const void *buf, size_t len) RECORD_SHARED(write_all);
 void start_writer(void) RECORD_SHARED(start_writer);
 void flush_all(void) RECORD_SHARED(flush_all);
@@ -214,6 +243,24 @@ void map_budget(bool fresh) RECORD_SHARED(map_budget);
 /* The free space the default cap keeps (no --size): looked at by the
  * writer a few times a second, not per event. */
 void check_free_space(void) RECORD_SHARED(check_free_space);
+
+/* ---- record_ring.c ---- */
+
+/* Under write_lock: c, drained, kept; the oldest let go past the ring's size. */
+void ring_keep(struct chunk *c) RECORD_SHARED(ring_keep);
+/* Under write_lock: the ring's chunks written to the trace, and freed. */
+void ring_write_out(void) RECORD_SHARED(ring_write_out);
+/* The writer, at each look: the snapshots asked for, written. */
+void ring_serve(void) RECORD_SHARED(ring_serve);
+/* A trace starts (DIR/.ring mapped; fresh: its first image), and a
+ * session ends (the trigger off, DIR/.ring unmapped: after the writer). */
+void ring_start(bool fresh) RECORD_SHARED(ring_start);
+int ring_register_trigger(void) RECORD_SHARED(ring_register_trigger);
+void ring_stop(void) RECORD_SHARED(ring_stop);
+/* In a forked child: the parent's ring is the parent's. */
+void ring_forget(void) RECORD_SHARED(ring_forget);
+/* The image's end under --ring: overwritten= and its snapshots. */
+void ring_append_totals(void) RECORD_SHARED(ring_append_totals);
 
 /* ---- record_ids.c ---- */
 

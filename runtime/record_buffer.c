@@ -34,6 +34,8 @@ struct rthread *ended_threads;
 int outside_ops;
 
 size_t chunk_events = 4096, nchunks = 256;
+size_t ring_chunks;
+unsigned wake_at = 256 / 8;
 static char *pool;          /* nchunks chunks of chunk_size bytes */
 static size_t chunk_size;
 static uint64_t free_head;  /* atomic: tag << 32 | (index + 1) */
@@ -141,7 +143,7 @@ static void put_full(struct chunk *c)
 		c->next = old;
 	while (!__atomic_compare_exchange_n(&full_head, &old, c, true, __ATOMIC_RELEASE,
 					    __ATOMIC_RELAXED));
-	if (__atomic_add_fetch(&nfull, 1, __ATOMIC_RELAXED) >= nchunks / 8)
+	if (__atomic_add_fetch(&nfull, 1, __ATOMIC_RELAXED) >= wake_at)
 		wake_writer();
 }
 
@@ -491,24 +493,41 @@ void set_filters(void)
 		min_ticks = 1;
 }
 
+/* Events stop at a fixed cap (--size), or at the ring's size, which
+ * bounds each write: no check of the file system's free space. */
 bool size_capped(void)
 {
-	return budget != UINT64_MAX;
+	return budget != UINT64_MAX || ring_chunks;
 }
 
-/* The chunks, every one free; a session after another reuses the pool of
- * the one before when its size is the same. */
+/*
+ * The chunks, every one free; a session after another reuses the pool of
+ * the one before when its size is the same.  --ring: the ring's chunks on
+ * top of the usual pool, which stays the room the threads fill while the
+ * writer sleeps, and so what the writer is woken by; --size does not
+ * apply (the ring's size bounds each write).
+ */
 bool set_pool(void)
 {
 	size_t events = setting_size(FTPAD_ENV_RECORD_CHUNK, 4096, 2);
 	size_t n = setting_size(FTPAD_ENV_RECORD_CHUNKS, 256, 1);
 	size_t size = (sizeof(struct chunk) + events * sizeof(struct ftpad_event) + 63) & ~63ul;
+	size_t ring = setting_size(FTPAD_ENV_RECORD_RING, 0, 0);
 
 	budget = setting_size(FTPAD_ENV_RECORD_SIZE, UINT64_MAX, 0);
 	min_free_percent = setting_size(FTPAD_ENV_RECORD_MIN_FREE, 10, 0);
 	if (min_free_percent > 100)
 		min_free_percent = 100;
 	space_limit = UINT64_MAX;
+	wake_at = n / 8 ? n / 8 : 1;
+	ring_chunks = 0;
+	if (ring) {
+		ring_chunks = (ring + events * sizeof(struct ftpad_event) - 1) /
+			      (events * sizeof(struct ftpad_event));
+		ring_chunks = ring_chunks < 2 ? 2 : ring_chunks;
+		n += ring_chunks;
+		budget = UINT64_MAX;
+	}
 	ftpad_record_fast_limit = events - 1 > UINT32_MAX ? UINT32_MAX : events - 1;
 	if (pool && (size != chunk_size || n != nchunks)) {
 		munmap(pool, chunk_size * nchunks);

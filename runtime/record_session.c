@@ -45,6 +45,8 @@ static void write_stats_held(const struct ftpad_stats *st, uint64_t held)
 	append_image(text);
 	append_unwritten();
 	append_drops(held, held ? ftpad_trace_clock() : 0);
+	if (ring_chunks)
+		ring_append_totals();
 	clock_sync();
 }
 
@@ -249,6 +251,7 @@ void ftpad_record_session_stop(struct ftpad_record_totals *tot)
 		if (writer_running)
 			pthread_join(writer, NULL);
 		writer_running = 0;
+		ring_stop(); /* the writer, which reads DIR/.ring, is gone */
 		flush_all();
 		write_stats(&st);
 		__atomic_store_n(&ended, 1, __ATOMIC_RELEASE);
@@ -309,6 +312,7 @@ static void after_fork_child(void)
 		return;
 	}
 	forget_parent_buffers();
+	ring_forget();
 	bytes_written = 0;
 	pthread_mutex_init(&write_lock, NULL);
 	threads = NULL;
@@ -506,8 +510,17 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 		return err;
 	map_budget(!how);
 	check_free_space(); /* from the first event on; then the writer's */
+	if (ring_chunks)
+		ring_start(!how);
 	if (!how)
 		write_info_head();
+	if (!how && ring_chunks) { /* a reader then finds threads that start mid-stack */
+		char line[48];
+
+		snprintf(line, sizeof(line), "ring=%zu\n",
+			 ring_chunks * chunk_events * sizeof(struct ftpad_event));
+		append_file("info", line);
+	}
 	clock_sync();
 	recording_pid = getpid();
 	__atomic_store_n(&stopping, 0, __ATOMIC_RELAXED);
@@ -516,6 +529,8 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	exits_recorded = exits;
 	publish_modules();
 	err = register_record_ops(exits);
+	if (!err && (err = ring_register_trigger()))
+		ftpad_unregister_ops(&record_ops);
 	if (err)
 		return err;
 	register_modules();

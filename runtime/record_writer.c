@@ -89,7 +89,7 @@ static sigset_t xfsz_only;
 static bool xfsz_pending_before, xfsz_caused;
 
 /* Under write_lock, around the writes of events. */
-static void hold_xfsz(sigset_t *old)
+void hold_xfsz(sigset_t *old)
 {
 	sigset_t pending;
 
@@ -100,7 +100,7 @@ static void hold_xfsz(sigset_t *old)
 	xfsz_caused = false;
 }
 
-static void release_xfsz(const sigset_t *old)
+void release_xfsz(const sigset_t *old)
 {
 	if (xfsz_caused && !xfsz_pending_before)
 		sigtimedwait(&xfsz_only, NULL, &(struct timespec){ 0, 0 });
@@ -163,7 +163,7 @@ void open_trace_dir(void)
 	dir_own.fd = fd < 0 ? -1 : fd;
 }
 
-int record_trace_dir(void)
+int trace_dir(void)
 {
 	if (dir_own.fd < 0 || !ftpad_own_fd_valid(&dir_own, dir_own.fd))
 		open_trace_dir();
@@ -173,7 +173,7 @@ int record_trace_dir(void)
 /* rel, a path under the trace directory, opened; -1 with errno. */
 static int open_in_trace(const char *rel, int flags, mode_t mode)
 {
-	int d = record_trace_dir();
+	int d = trace_dir();
 
 	if (d < 0) {
 		errno = ENOENT;
@@ -186,9 +186,22 @@ static int open_in_trace(const char *rel, int flags, mode_t mode)
 static int own_in_trace(struct ftpad_own_fd *o, const char *rel, int flags, mode_t mode,
 			bool same_file)
 {
-	int d = record_trace_dir();
+	int d = trace_dir();
 
 	return d < 0 ? -ENOENT : ftpad_own_fd_openat(o, d, rel, flags, mode, same_file);
+}
+
+/* --ring's snapshots: the events files go under another directory. */
+static int events_dir = -1;
+
+void set_events_dir(int fd)
+{
+	events_dir = fd;
+}
+
+static int events_base(void)
+{
+	return events_dir >= 0 ? events_dir : trace_dir();
 }
 
 /* t's events file's name under the trace directory. */
@@ -235,14 +248,14 @@ static int open_events(struct rthread *t)
 
 	if (t->file) {
 		events_path(path, sizeof(path), t, t->file);
-		fd = own_in_trace(&t->fd, path, O_WRONLY | O_APPEND, 0, true);
+		fd = ftpad_own_fd_openat(&t->fd, events_base(), path, O_WRONLY | O_APPEND, 0, true);
 		t->fd.fd = fd < 0 ? -1 : fd;
 		return fd < 0 ? -fd : 0;
 	}
 	for (uint32_t file = 1; file < 100000; file++) {
 		events_path(path, sizeof(path), t, file);
-		fd = own_in_trace(&t->fd, path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL, 0644,
-				  false);
+		fd = ftpad_own_fd_openat(&t->fd, events_base(), path,
+					 O_WRONLY | O_APPEND | O_CREAT | O_EXCL, 0644, false);
 		if (fd == -EEXIST)
 			continue;
 		if (fd < 0)
@@ -252,7 +265,7 @@ static int open_events(struct rthread *t)
 		err = write_header(t);
 		if (err) { /* no file rather than a headerless one: made again later */
 			close(fd);
-			unlinkat(record_trace_dir(), path, 0);
+			unlinkat(events_base(), path, 0);
 			t->fd.fd = -1;
 			t->file = 0;
 		}
@@ -261,7 +274,7 @@ static int open_events(struct rthread *t)
 	return EEXIST;
 }
 
-static void close_events(struct rthread *t)
+void close_events(struct rthread *t)
 {
 	if (t->fd.fd >= 0 && ftpad_own_fd_valid(&t->fd, t->fd.fd))
 		close(t->fd.fd);
@@ -270,7 +283,7 @@ static void close_events(struct rthread *t)
 
 /* Events of t (whole ones, buf: len bytes) into its file, or counted as
  * unwritten with the cause. */
-static void put_events(struct rthread *t, const struct ftpad_event *ev, size_t len)
+void put_events(struct rthread *t, const struct ftpad_event *ev, size_t len)
 {
 	size_t done = 0;
 	int err = 0;
@@ -347,6 +360,11 @@ static void drain(void)
 	}
 	for (c = list; c; c = c->next)
 		c->owner->last_chunk = c;
+	while (ring_chunks && (c = list)) { /* kept in memory; the files are written at the end */
+		list = c->next;
+		c->owner->last_chunk = NULL;
+		ring_keep(c);
+	}
 	while ((c = list)) {
 		size_t len = c->n * sizeof(struct ftpad_event);
 
@@ -363,8 +381,10 @@ static void drain(void)
 		put_free(c);
 	}
 	for (t = ended; t; t = t->ended_next)
-		if (t->ending) /* no chunk left to write */
+		if (t->ending && !ring_chunks) /* no chunk left to write */
 			end_file(t);
+		else
+			t->ending = 0;
 	release_xfsz(&old);
 	pthread_mutex_unlock(&write_lock);
 }
@@ -390,7 +410,7 @@ static void writer_pause(void)
 	const struct timespec pause = { 0, 2000000 };
 
 	__atomic_store_n(&writer_asleep, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&nfull, __ATOMIC_SEQ_CST) < nchunks / 8 &&
+	if (__atomic_load_n(&nfull, __ATOMIC_SEQ_CST) < wake_at &&
 	    !__atomic_load_n(&stopping, __ATOMIC_SEQ_CST))
 		syscall(SYS_futex, &writer_asleep, FUTEX_WAIT_PRIVATE, 1, &pause, NULL, 0);
 	__atomic_store_n(&writer_asleep, 0, __ATOMIC_RELAXED);
@@ -409,7 +429,7 @@ static void writer_pause(void)
 void check_free_space(void)
 {
 	struct statvfs fs;
-	int d = record_trace_dir();
+	int d = trace_dir();
 	uint64_t pool_bytes = nchunks * chunk_events * sizeof(struct ftpad_event);
 	uint64_t keep, avail, limit;
 
@@ -461,6 +481,8 @@ static void *writer_main(void *arg)
 	while (!__atomic_load_n(&stopping, __ATOMIC_RELAXED)) {
 		drain();
 		writer_chores(start, &next_space, &next_sync);
+		if (ring_chunks)
+			ring_serve();
 		writer_pause();
 	}
 	return NULL;
@@ -493,12 +515,27 @@ static void write_last_lost(void)
 	pthread_mutex_unlock(&write_lock);
 }
 
+/* --ring: what the ring holds, into the trace's files (its end, an exec). */
+static void write_ring(void)
+{
+	sigset_t old;
+
+	if (!ring_chunks)
+		return;
+	pthread_mutex_lock(&write_lock);
+	hold_xfsz(&old);
+	ring_write_out();
+	release_xfsz(&old);
+	pthread_mutex_unlock(&write_lock);
+}
+
 /* Every thread's events, written now (at exit, exec). */
 void flush_all(void)
 {
 	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
 		hand_over(t);
 	drain();
+	write_ring();
 	write_last_lost();
 }
 
@@ -509,6 +546,7 @@ void flush_thread(struct rthread *t)
 	if (t)
 		hand_over(t);
 	drain();
+	write_ring();
 }
 
 void count_totals(struct ftpad_record_totals *tot)
@@ -518,7 +556,7 @@ void count_totals(struct ftpad_record_totals *tot)
 	/* events: those in the files; an event no write could put there is
 	 * dropped */
 	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
-		tot->events += t->events + t->fast_events - t->unwritten;
+		tot->events += t->events + t->fast_events - t->unwritten - t->overwritten;
 		tot->dropped += t->dropped + t->unwritten;
 		tot->fast += t->fast_events;
 	}
@@ -588,7 +626,7 @@ static void read_cmdline(char *out, size_t size)
  * continues). */
 static int make_image_dir(void)
 {
-	int pid, n, d = record_trace_dir();
+	int pid, n, d = trace_dir();
 
 	if (sscanf(image, "%d.%d", &pid, &n) != 2)
 		return -1;

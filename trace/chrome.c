@@ -38,6 +38,8 @@ static void chrome_open(struct tree_walk *w, struct tree_frame *f)
 	struct chrome *c = w->ctx;
 
 	event_head(c, w->trace, trace_frame_name(w->trace, f), trace_frame_cat(f), 'B', f->start);
+	if (f->cut) /* entered before the trace's first event */
+		out_str(c->o, ",\"args\":{\"cut_at_start\":true}");
 	out_str(c->o, c->pid_tid);
 }
 

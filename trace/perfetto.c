@@ -89,9 +89,11 @@ enum {
 /* The categories of the frames that are not plain function calls, interned
  * at each sequence's start with these iids (a plain call has none: it is
  * the common case, and a category would cost it two bytes). */
-enum category { CAT_NONE, CAT_SIGNAL, CAT_ENTRY_ONLY, CAT_LOST, CAT_UNWOUND, CAT_RUNNING, NCATS };
+enum category {
+	CAT_NONE, CAT_SIGNAL, CAT_ENTRY_ONLY, CAT_LOST, CAT_UNWOUND, CAT_RUNNING, CAT_CUT, NCATS
+};
 static const char *const category_names[NCATS] = {
-	NULL, "signal", "entry_only", "lost", "unwound", "running",
+	NULL, "signal", "entry_only", "lost", "unwound", "running", "cut_at_start",
 };
 
 /* Where a thread's sequence is: its id, its incremental clock, and which
@@ -234,10 +236,14 @@ static inline void emit_begin(struct perfetto *p, int64_t ns, uint32_t sym, enum
 
 static void perfetto_open(struct tree_walk *w, struct tree_frame *f)
 {
+	/* A frame entered before the thread's events begin (a ring, an
+	 * attach) says so instead of its usual category. */
 	if (f->func == TRACE_NONE)
-		emit_begin(w->ctx, f->start, trace_signal_sym(w->trace, f->signo), CAT_SIGNAL);
+		emit_begin(w->ctx, f->start, trace_signal_sym(w->trace, f->signo),
+			   f->cut ? CAT_CUT : CAT_SIGNAL);
 	else
-		emit_begin(w->ctx, f->start, w->trace->funcs[f->func].sym, CAT_NONE);
+		emit_begin(w->ctx, f->start, w->trace->funcs[f->func].sym,
+			   f->cut ? CAT_CUT : CAT_NONE);
 }
 
 static void perfetto_close(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how)

@@ -373,8 +373,11 @@ static int read_info(struct trace *t)
 			snprintf(t->clock_name, sizeof(t->clock_name), "%s", v);
 		else if (!strcmp(line, "command"))
 			replace_str(&t->command, v);
-		else if (!strcmp(line, "attach"))
-			t->attached = 1;
+		else if (!strcmp(line, "ring"))
+			t->ring = 1;
+		else if (!strcmp(line, "attach") || !strcmp(line, "snapshot"))
+			t->attached = 1, /* the program went on: frames open at the end run */
+			t->snapshot |= !strcmp(line, "snapshot");
 		else if (!strcmp(line, "state"))
 			t->recording = !strcmp(v, "recording");
 		else if (!strcmp(line, "recorder"))

@@ -108,7 +108,10 @@ struct trace {
 	uint64_t warnings; /* cut files, unknown site ids ... said on stderr */
 	int quiet;         /* live: a file being written is not cut short */
 	int raw_names;     /* C++ names as the sites file has them, not demangled */
-	int attached;      /* made by ftpad attach (info's attach=): it ended, the program did not */
+	int attached;      /* made by ftpad attach or a ring's snapshot (info's attach=,
+			    * snapshot=): it ended, the program did not */
+	int ring;          /* recorded with --ring (info's ring=): threads start mid-stack */
+	int snapshot;      /* a snapshot of a ring (info's snapshot=): attached is set too */
 	/* info's last state= is recording: being written, or its recording
 	 * was killed; recorder=PID START says by whom (0: not said) */
 	int recording;

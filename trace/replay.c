@@ -125,13 +125,16 @@ static inline TREE_INLINE void open_parent(struct tree_walk *w, size_t top)
 	if ((p->user & (PENDING | SHOWN)) != (PENDING | SHOWN))
 		return;
 	p->user &= ~PENDING;
-	if (fast_line(r, w->trace, p, -1, vdepth_of(p) - 1, NO_TEXT, 0, CALL_TEXT(r, p, " {\n"),
-		      CALL_LEN(r, p, " {\n")))
+	if (!p->cut && fast_line(r, w->trace, p, -1, vdepth_of(p) - 1, NO_TEXT, 0,
+				 CALL_TEXT(r, p, " {\n"), CALL_LEN(r, p, " {\n")))
 		return;
 	line_start(r, 0, 0, vdepth_of(p) - 1);
 	out_name(r, w->trace, p);
 	if (p->func == TRACE_NONE)
 		out_mem(r->o, " {\n", 3);
+	else if (p->cut) /* its entry is not in the trace: the time is from its start */
+		out_mem(r->o, CALL_TEXT(r, p, " { /* cut at start */\n"),
+			CALL_LEN(r, p, " { /* cut at start */\n"));
 	else
 		out_mem(r->o, CALL_TEXT(r, p, " {\n"), CALL_LEN(r, p, " {\n"));
 }
@@ -190,7 +193,7 @@ static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_fra
 
 	if (!(f->user & SHOWN))
 		return;
-	if (how != TREE_UNWOUND && how != TREE_RUNNING &&
+	if (how != TREE_UNWOUND && how != TREE_RUNNING && !f->cut &&
 	    (f->user & PENDING ? fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
 					   NO_TEXT, 0, CALL_TEXT(r, f, ";\n"), CALL_LEN(r, f, ";\n"))
 			       : fast_line(r, w->trace, f, end - f->start, vdepth_of(f) - 1,
@@ -203,11 +206,15 @@ static inline TREE_INLINE void replay_close(struct tree_walk *w, struct tree_fra
 			out_mem(r->o, " {}", 3);
 		else
 			out_mem(r->o, CALL_TEXT(r, f, ";"), CALL_LEN(r, f, ";"));
+		if (f->cut)
+			out_str(r->o, " /* cut at start */");
 		if (how == TREE_UNWOUND || how == TREE_RUNNING)
 			out_str(r->o, how == TREE_UNWOUND ? " /* unwound */" : " /* running */");
 	} else {
 		out_mem(r->o, "} /* ", 5);
 		out_name(r, w->trace, f);
+		if (f->cut)
+			out_str(r->o, ", cut at start");
 		if (how == TREE_UNWOUND || how == TREE_RUNNING)
 			out_str(r->o, how == TREE_UNWOUND ? ", unwound" : ", running");
 		out_mem(r->o, " */", 3);

@@ -50,6 +50,7 @@ static inline TREE_INLINE void stats_close(struct tree_walk *w, struct tree_fram
 	fs = stats_of(w, w->trace->funcs[f->func].sym);
 	fs->calls++;
 	fs->unwound += how == TREE_UNWOUND;
+	fs->cut += f->cut;
 	fs->self += dur - f->child_ns;
 	if (dur > fs->max)
 		fs->max = dur;
@@ -180,6 +181,11 @@ void stats_print(struct out *o, struct trace *t, const struct stats_walk *s, con
 			out_str(o, " (");
 			out_u64(o, f->unwound);
 			out_str(o, " unwound)");
+		}
+		if (f->cut) {
+			out_str(o, " (");
+			out_u64(o, f->cut);
+			out_str(o, " cut at start)");
 		}
 		out_char(o, '\n');
 	}

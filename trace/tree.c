@@ -20,7 +20,10 @@ void tree_walk_init(struct tree_walk *w, struct trace *t, const struct tree_ops 
 void tree_walk_free(struct tree_walk *w)
 {
 	free(w->stack);
+	free(w->cut);
+	free(w->scan);
 	w->stack = NULL;
+	w->cut = w->scan = NULL;
 }
 
 void tree_stats_add(struct tree_stats *to, const struct tree_stats *s)
@@ -33,6 +36,8 @@ void tree_stats_add(struct tree_stats *to, const struct tree_stats *s)
 	to->unknown_sites += s->unknown_sites;
 	to->unwound += s->unwound;
 	to->running += s->running;
+	to->snapshot |= s->snapshot;
+	to->cut += s->cut;
 	if (s->unwritten && (!to->unwritten || (s->unwritten_first >= 0 &&
 	    (to->unwritten_first < 0 || s->unwritten_first < to->unwritten_first)))) {
 		memcpy(to->unwritten_cause, s->unwritten_cause, sizeof(to->unwritten_cause));
@@ -97,6 +102,106 @@ void tree_stats_say_lost(const struct trace *t, const struct tree_stats *s)
 		fprintf(stderr, "ftpad: %s: events lost:%s\n", t->dir, said + 1);
 }
 
+/* Room for n + 1 in *v, of *cap. */
+static struct tree_cut *cut_room(struct tree_cut **v, size_t *cap, size_t n)
+{
+	if (n == *cap) {
+		*cap = *cap * 2 + 64;
+		*v = realloc(*v, *cap * sizeof(**v));
+		if (!*v) {
+			fputs("ftpad: error: out of memory\n", stderr);
+			exit(1);
+		}
+	}
+	return *v;
+}
+
+/* a is above b on the stack (an outer frame's sp), as signed 32-bit
+ * differences. */
+static inline int sp_above(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) > 0;
+}
+
+/*
+ * The walk's rules without a viewer, on the frames the thread's own
+ * events open (stack).  An exit that finds no frame of its function (the
+ * walk would count it stray) closes a frame cut at the start when it can
+ * be one: above every frame entered so far (whatever the thread did until
+ * then nested inside it) and above the cut frames found before (each one
+ * found is the next outer).  Any other such exit stays stray: its entry
+ * was lost, say.
+ */
+size_t tree_find_cut(struct tree_walk *w, const struct trace_image *im,
+		     const struct trace_thread *th)
+{
+	const struct ftpad_event *e = th->events, *end = e + th->nevents;
+	const struct trace_site *sites = im->sites;
+	const uint32_t nsites = im->nsites;
+	struct tree_cut *stack = w->scan;
+	size_t ncut = 0, depth = 0, cap = w->scan_cap, i;
+	uint32_t top = 0;
+	int have_top = 0;
+
+	for (; e < end; e++) {
+		uint32_t site = ftpad_event_site(e), func, sp = e->sp;
+		unsigned kind = ftpad_event_kind(e);
+
+		switch (kind) {
+		case FTPAD_EVENT_ENTRY:
+		case FTPAD_EVENT_SIGNAL:
+			if (kind == FTPAD_EVENT_ENTRY) {
+				if (site >= nsites || sites[site].func == TRACE_NONE)
+					continue;
+				func = sites[site].noexit ? TRACE_NONE - 1 : sites[site].func;
+			} else {
+				func = TRACE_NONE;
+			}
+			if (!have_top || sp_above(sp, top))
+				top = sp;
+			have_top = 1;
+			while (depth && !sp_above(stack[depth - 1].sp, sp))
+				depth--;
+			if (func == TRACE_NONE - 1) /* entries only: no frame */
+				continue;
+			if (depth == cap)
+				stack = cut_room(&w->scan, &cap, depth);
+			stack[depth++] = (struct tree_cut){ func, sp };
+			continue;
+		case FTPAD_EVENT_UNWIND:
+			if (!have_top || sp_above(sp, top))
+				top = sp;
+			have_top = 1;
+			while (depth && sp_above(sp, stack[depth - 1].sp))
+				depth--;
+			continue;
+		case FTPAD_EVENT_EXIT:
+		case FTPAD_EVENT_TAIL_EXIT:
+			if (site >= nsites || sites[site].func == TRACE_NONE)
+				continue;
+			func = sites[site].func;
+			break;
+		case FTPAD_EVENT_SIGRETURN:
+			func = TRACE_NONE;
+			break;
+		default:
+			continue;
+		}
+		for (i = depth; i && stack[i - 1].func != func; i--)
+			;
+		if (i) {
+			depth = i - 1;
+		} else if (kind != FTPAD_EVENT_SIGRETURN && (!have_top || sp_above(sp, top)) &&
+			   (!ncut || sp_above(sp, w->cut[ncut - 1].sp))) {
+			cut_room(&w->cut, &w->cut_cap, ncut)[ncut] = (struct tree_cut){ func, sp };
+			ncut++;
+			depth = 0;
+		}
+	}
+	w->scan_cap = cap;
+	return ncut;
+}
+
 void tree_walk_thread(struct tree_walk *w, const struct trace_image *im,
 		      const struct trace_thread *th)
 {
@@ -121,8 +226,11 @@ void tree_stats_say(const struct tree_stats *s, char *buf, size_t len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s unwound", s->unwound,
 			      s->unwound == 1 ? "" : "s");
 	if (s->running && n >= 0 && (size_t)n < len)
-		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s running at detach", s->running,
-			      s->running == 1 ? "" : "s");
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s running at %s", s->running,
+			      s->running == 1 ? "" : "s", s->snapshot ? "the snapshot" : "detach");
+	if (s->cut && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - n, ", %" PRIu64 " frame%s cut at the start", s->cut,
+			      s->cut == 1 ? "" : "s");
 	if (s->stray_exits && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, ", %" PRIu64 " exit%s without an entry skipped",
 			      s->stray_exits, s->stray_exits == 1 ? "" : "s");

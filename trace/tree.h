@@ -22,6 +22,8 @@ struct tree_frame {
 	uint32_t signo;   /* a signal mark's signal */
 	uint32_t sp;
 	uint32_t user;    /* the viewer's own (a path node, flags) */
+	uint32_t cut;     /* entered before the thread's events begin (an attach, a
+			   * ring, a snapshot): start is the thread's first event */
 	int64_t start;    /* ns */
 	int64_t child_ns; /* the durations of the frames closed directly inside */
 };
@@ -29,7 +31,9 @@ struct tree_frame {
 struct tree_stats {
 	uint64_t events; /* as the summary counts them: LOST records are not */
 	uint64_t lost, stray_exits, stray_sigreturns, unknown_kinds, unknown_sites, unwound;
-	uint64_t running; /* frames open when the attach ended */
+	uint64_t running; /* frames open when the attach ended (or the snapshot) */
+	int snapshot;     /* running: at a snapshot, not a detach */
+	uint64_t cut;     /* frames cut at the start: their entry is not in the trace */
 	uint64_t unwritten;         /* events the recorder could not write */
 	char unwritten_cause[16];   /* the first cause: an errno name */
 	int64_t unwritten_first;    /* ns from the trace's zero; -1: not known */
@@ -41,6 +45,11 @@ struct tree_stats {
 };
 
 struct tree_walk;
+
+/* A frame cut at the start: its function, and the sp of its exit. */
+struct tree_cut {
+	uint32_t func, sp;
+};
 
 /* Each may be NULL.  `open` and `close` see the frame on top of the stack,
  * at w->stack[w->depth - 1], with its parent (if any) below it. */
@@ -66,6 +75,8 @@ struct tree_walk {
 	int64_t last; /* the time of the last event: where frames left unseen are closed */
 	const char *lost_cause; /* during ops->lost: NULL, or why events were not written */
 	unsigned lost_why;      /* during ops->lost: the LOST event's cause */
+	struct tree_cut *cut, *scan; /* tree_find_cut()'s */
+	size_t cut_cap, scan_cap;
 	struct tree_stats st;    /* this thread's */
 	struct tree_stats total; /* every thread walked so far */
 };
@@ -76,6 +87,13 @@ void tree_walk_thread(struct tree_walk *w, const struct trace_image *im,
 /* Every thread of every image, in the reader's order. */
 void tree_walk_all(struct tree_walk *w);
 void tree_walk_free(struct tree_walk *w);
+
+/* The frames of th open before its first event (exits of functions the
+ * thread entered before its events begin, docs/format.md): into w->cut,
+ * innermost first; their number.  The walk looks for them in a trace of
+ * an attach, a snapshot or a --ring, and in a forked child's image. */
+size_t tree_find_cut(struct tree_walk *w, const struct trace_image *im,
+		     const struct trace_thread *th);
 
 /* "N events lost, ..." for a viewer's last line; empty when all is well. */
 void tree_stats_say(const struct tree_stats *s, char *buf, size_t len);

@@ -190,7 +190,22 @@ static inline TREE_INLINE void tree_walk_thread_with(
 	w->depth = 0;
 	memset(&w->st, 0, sizeof(w->st));
 	w->st.events = th->nevents;
+	w->st.snapshot = w->trace->snapshot;
 	w->last = th->nevents ? trace_ticks_to_ns(&clock, e->time) : 0;
+	/* Frames cut at the start, outermost first, as if entered at the
+	 * thread's first event: their exits then close them.  Looked for
+	 * where a thread may start mid-stack (the search is a pass over its
+	 * events): elsewhere an exit without its entry stays stray. */
+	if (w->trace->attached || w->trace->ring || im->forked_from)
+		w->st.cut = tree_find_cut(w, im, th);
+	for (size_t i = w->st.cut; i-- > 0;) {
+		struct tree_frame *f = walk_push(w);
+
+		*f = (struct tree_frame){ .func = w->cut[i].func, .sp = w->cut[i].sp,
+					  .start = w->last, .cut = 1 };
+		if (ops->open)
+			ops->open(w, f);
+	}
 	for (; e < end; e++)
 		walk_event(w, ops, sites, nsites, e, trace_ticks_to_ns(&clock, e->time));
 	while (w->depth) /* still open at the end: exit(), pthread_exit(), killed, detached */

@@ -71,6 +71,7 @@ static inline const char *trace_frame_cat(const struct tree_frame *f)
 /* Per-function statistics, shared by report and live. */
 struct func_stats {
 	uint64_t calls, unwound, entry_only;
+	uint64_t cut; /* calls cut at the trace's start: their times are from there */
 	int64_t total, self, max;
 	uint32_t open; /* frames of it open now: recursion counts its time once */
 };

@@ -13,6 +13,8 @@
 #ifndef FTPAD_RECORD_H
 #define FTPAD_RECORD_H
 
+#include <stdint.h>
+
 /* ---- The recorder's settings (runtime/record_*.c) ----
  * Environment variables under `ftpad record`; the same NAME=VALUE, as
  * entries of the request, under `ftpad attach`. */
@@ -39,10 +41,36 @@
 /* "1": exits too, "0": entries only.  A request's only (`ftpad record`
  * always records exits; `ftpad attach` only with --graph). */
 #define FTPAD_ENV_RECORD_EXITS "FTPAD_RECORD_EXITS"
+/* --ring: keep only the newest this many bytes of events (all threads),
+ * in memory, written at the end and on each snapshot (record_ring.c). */
+#define FTPAD_ENV_RECORD_RING "FTPAD_RECORD_RING"
+/* --trigger: comma-joined globs: entering a matching function asks for a
+ * snapshot of the ring. */
+#define FTPAD_ENV_RECORD_TRIGGER "FTPAD_RECORD_TRIGGER"
 /* PID.N, the image a process records as: set by the recorder, so that
  * an exec continues the trace as the next image; `ftpad record` clears
  * it, for PROG starts a new trace. */
 #define FTPAD_ENV_RECORD_IMAGE "FTPAD_RECORD_IMAGE"
+
+/* ---- The ring's snapshots (runtime/record_ring.c; cli/snapshot.c) ----
+ * Under --ring, DIR/.ring holds this, mapped shared by every process of
+ * the trace (a fork keeps the mapping, an exec maps it again) and by
+ * `ftpad snapshot`, which finds it through /proc/PID/maps.  A snapshot is
+ * asked for by adding one to requested: its number is the sum, and each
+ * process of the trace writes its images into DIR/snapshot-<number>, a
+ * complete trace of its own, then raises written to that number. */
+#define FTPAD_RING_CONTROL ".ring"
+#define FTPAD_RING_SNAPSHOT_FMT "snapshot-%llu"
+
+/* info's state= line: the last one says whether the trace is still being
+ * recorded (or its recorder was killed) or whole: a snapshot is whole. */
+#define FTPAD_INFO_STATE "state"
+#define FTPAD_INFO_RECORDING "recording"
+#define FTPAD_INFO_FINISHED "finished"
+struct ftpad_ring_control {
+	uint64_t requested; /* atomic: snapshots asked for, ever */
+	uint64_t written;   /* atomic: the highest snapshot number written */
+};
 
 /* ---- The text tracer (runtime/tracer.c) and the early start (early.c) ---- */
 

@@ -12,9 +12,11 @@ and futexes while others run hot loops over padded functions.
   functions, let them run, park them again, detach: the trace holds
   exactly the calls the program counted in between, and nothing else.
   With --graph, every entry has its exit.
+- --ring: a snapshot while attached, and the ring written at the detach.
 The trace is read with tests/trace/test_record.py's reader of docs/format.md."""
 import collections
 import os
+import pathlib
 import random
 import signal
 import socket
@@ -328,4 +330,40 @@ def test_tool_gone_at_any_point_ends_the_session(server, tmp_path, sig):
             if attach.p.returncode == 0:
                 Trace(out)  # a finished trace
         session_over(server, before_text, out)
+    server.quit()
+
+
+def test_attach_ring_snapshot(server, tmp_path):
+    """attach --ring: `ftpad snapshot PID` writes the newest events as a
+    trace the viewers read while the session and the server go on; the
+    detach writes the ring into the trace itself, snapshot beside it."""
+    out = tmp_path / "ring"
+    attach = Attach(server.pid, out, "--graph", "--ring", "1").wait_started()
+    try:
+        status = server.progress_after(server.status())
+        snap = subprocess.run([FTPAD_BIN, "snapshot", str(server.pid)], capture_output=True,
+                              text=True, timeout=60)
+        assert snap.returncode == 0, snap.stderr
+        first = pathlib.Path(snap.stdout.strip())
+        assert first.name == "snapshot-1"
+        [image] = Trace(first).images.values()
+        calls = image.calls()
+        assert calls["work_add"] > 0 and calls["fail"] == 0, calls
+        for viewer in ("replay", "report"):
+            p = subprocess.run([FTPAD_BIN, viewer, str(first)], capture_output=True, text=True)
+            assert p.returncode == 0 and "work_add" in p.stdout, p.stderr
+        status = server.progress_after(status)
+        assert attach.p.poll() is None, "the session goes on"
+    finally:
+        if attach.p.poll() is None:
+            attach.finish()
+    assert_running(server.pid)
+    server.progress_after(status)
+    trace = Trace(out)
+    events, _ = summary(out, trace)  # the snapshot's bytes are not the trace's
+    [image] = trace.images.values()
+    assert image.calls()["work_add"] > 0
+    assert image.kv["snapshots"] == ["1"] and (out / "snapshot-1" / "info").exists()
+    # the newest MB, and the chunk each thread was filling
+    assert events * 16 <= (1 << 20) + len(image.threads) * 4096 * 16
     server.quit()

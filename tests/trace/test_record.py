@@ -83,7 +83,9 @@ class Image:
 class Trace:
     def __init__(self, path, arch=1):
         self.info = read_kv(path / "info")
-        self.images = {p.name: Image(p, arch) for p in path.iterdir() if p.is_dir()}
+        # <pid>.<n> only: a --ring trace holds its snapshots beside them
+        self.images = {p.name: Image(p, arch) for p in path.iterdir()
+                       if p.is_dir() and re.fullmatch(r"\d+\.\d+", p.name)}
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,8 @@ def ftpad_san(tmp_path_factory):
     cli = ROOT / "cli"  # cli/CMakeLists.txt's FTPAD_CLI_SOURCES, without attach
     run(["gcc", "-std=gnu11", "-O1", "-g", *SAN, '-DFTPAD_VERSION="fuzz"',
          '-DFTPAD_INSTALL_LIBDIR="lib"', f"-I{ROOT / 'trace'}", f"-I{INCLUDE}", f"-I{cli}",
-         cli / "ftpad.c", cli / "record.c", cli / "tracedir.c",
+         cli / "ftpad.c", cli / "record.c", cli / "snapshot.c",
+         cli / "tracedir.c",
          *sorted((ROOT / "trace").glob("*.c")), script, "-lsupc++", "-o", exe])
     return exe
 

@@ -307,7 +307,8 @@ def scenario_c(tmp_path, gen):
     s.image("300.1", "/bin/next", ["main", "step"], exec_from="300.0")
     s.thread(300, "next").evs([(100, "entry", "main", 5000), (110, "entry", "step", 4900),
                                (111, "exit", "step", 4900), (130, "exit", "main", 5000)])
-    # the child starts inside work(), whose entry is in its parent's file
+    # the child starts inside work(), whose entry is in its parent's file:
+    # work and main are cut at its start
     s.image("302.0", "/bin/par", ["main", "work", "leaf"], forked_from="300.0", ppid=300)
     s.thread(302, "par").evs([(11, "entry", "leaf", 4800), (13, "exit", "leaf", 4800),
                               (14, "exit", "work", 4900), (16, "exit", "main", 5000)])
@@ -336,8 +337,12 @@ REPLAY_C = """\
 # 4 events
 #
 # thread 302 (par) of 302.0 /bin/par, forked from 300.0
-  0.002 us [   302] | leaf();
-# 4 events, 2 exits without an entry skipped
+           [   302] | main() { /* cut at start */
+           [   302] |   work() { /* cut at start */
+  0.002 us [   302] |     leaf();
+  0.003 us [   302] |   } /* work, cut at start */
+  0.005 us [   302] | } /* main, cut at start */
+# 4 events, 2 frames cut at the start
 """
 
 
@@ -352,19 +357,23 @@ def test_replay_filters(tmp_path, gen):
     # -F: work and what it calls, from depth 0
     f = ftpad("replay", "-F", "work", trace).stdout
     assert [l.split("| ")[1] for l in f.splitlines() if "| " in l] == [
-        "work();", "work() {", "  leaf();", "} /* work */"]
-    # -N: work and what it calls are gone
+        "work();", "work() {", "  leaf();", "} /* work */",
+        "work() { /* cut at start */", "  leaf();", "} /* work, cut at start */"]
+    # -N: work and what it calls are gone, the forked child's cut work too
     n = [l.split("| ")[1] for l in ftpad("replay", "-N", "w*", trace).stdout.splitlines()
          if "| " in l]
-    assert not [l for l in n if "work" in l]
-    assert "leaf();" in n  # the forked child's leaf is outside any work frame
-    assert n[:1] == ["main();"]
+    assert not [l for l in n if "work" in l or "leaf" in l]
+    assert n == ["main();", "main() {", "  step();", "} /* main */",
+                 "main(); /* cut at start */"]
 
 
 def test_report_merges_threads_and_images(tmp_path, gen):
     out = ftpad("report", "-s", "name", scenario_c(tmp_path, gen)).stdout
-    calls = {line.split()[-1]: int(line.split()[-2]) for line in out.splitlines()[2:-1]}
-    assert calls == {"leaf": 2, "main": 2, "step": 1, "work": 2}
+    rows = [line.split("  ")[-2:] for line in out.splitlines()[2:-1]]
+    calls = {name: int(n) for n, name in rows}
+    # the forked child's main and work are cut at its start, and counted
+    assert calls == {"leaf": 2, "main (1 cut at start)": 3, "step": 1,
+                     "work (1 cut at start)": 3}
 
 
 # --- ticks to nanoseconds
@@ -563,7 +572,7 @@ def check_chrome_pairs(events):
 def test_chrome_json_loads_and_pairs(tmp_path, gen):
     for make, frames in [(scenario_a, {(100, 100): 9}),
                          (scenario_b, {(200, 200): 18}),
-                         (scenario_c, {(300, 300): 4, (300, 301): 2, (302, 302): 1})]:
+                         (scenario_c, {(300, 300): 4, (300, 301): 2, (302, 302): 3})]:
         out = tmp_path / f"{make.__name__}.json"
         ftpad("dump", "--chrome", make(tmp_path, gen), "-o", out)
         doc = json.loads(out.read_text())
