@@ -196,8 +196,13 @@ def test_each_thread_is_a_sequence_and_a_track(tmp_path, gen, protoc):
         (300, 300, "par"): [("main", 0, 30, 0), ("work", 10, 20, 1)],
         (300, 301, "worker"): [("work", 5, 15, 0), ("leaf", 9, 12, 1)],
         (300, 300, "next"): [("main", 100, 130, 0), ("step", 110, 111, 1)],
-        (302, 302, "par"): [("leaf", 11, 13, 0)],
+        # The forked child returns through its parent's open frames: shown
+        # cut at its start.
+        (302, 302, "par"): [("main", 11, 16, 0), ("work", 11, 14, 1), ("leaf", 11, 13, 2)],
     }
+    child = next(u for u, t in threads.items() if t["tid"] == [302])
+    assert [(e[3], e[4]) for e in events if e[0] == child and e[2] == "TYPE_SLICE_BEGIN"] == [
+        ("main", ["cut_at_start"]), ("work", ["cut_at_start"]), ("leaf", [])]
     # every sequence starts over: its own names and its own clock
     cleared = [one(p["_raw"], "trusted_packet_sequence_id") for p in packets
                if one(p["_raw"], "sequence_flags", 0) & SEQ_INCREMENTAL_STATE_CLEARED]
