@@ -342,6 +342,16 @@ def test_a_crash_keeps_its_events(prog, tmp_path, how, sig):
     assert_whole(image, p.stderr)
 
 
+def as_a_terminal_starts_it():
+    """SIGINT and SIGQUIT at their default actions, as a shell leaves them
+    for a job in the foreground of a terminal.  A test run started in the
+    background inherits them ignored (POSIX: a non-interactive shell's `&`),
+    and ftpad record rightly hands PROG the actions it got: PROG would then
+    spin through the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def spin_and_signal(prog, tmp_path, sig, to):
     """`ftpad record -- prog spin` in a session of its own, sent sig once
     the program runs: to the program ("prog"), to ftpad ("ftpad"), or to
@@ -349,7 +359,8 @@ def spin_and_signal(prog, tmp_path, sig, to):
     out = tmp_path / "trace"
     p = subprocess.Popen([str(FTPAD_BIN), "record", "-o", str(out), "--", str(prog / "prog"),
                           "spin"], cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=as_a_terminal_starts_it)
     try:
         assert p.stdout.readline() == "ready\n"
         if to == "group":
