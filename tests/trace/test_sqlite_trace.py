@@ -5,8 +5,8 @@ at -O2 with the GCC plugin and exit=1, runs a workload of inserts, indexes,
 joins, aggregates, an update and a delete under `ftpad record`.  Every
 function's calls in `ftpad report` equal those `uftrace report` counts for
 the same workload on a -pg build of the same sources, and a recording
-capped by `--size` says in its summary what it dropped, and drops no more
-than that.
+capped by `--size` says in its summary what it dropped and why, and drops
+no more than that.
 
 Only the command line is read (`ftpad record`'s summary, `ftpad report`,
 the `info` file's keys), not the trace's files, so that the test holds
@@ -19,6 +19,7 @@ out by comparing the functions both reports name."""
 import collections
 import concurrent.futures
 import os
+import re
 import time
 
 import pytest
@@ -146,9 +147,11 @@ def test_sqlite_capped_trace_counts_its_drops(shells, uncapped, work):
     assert p.stdout == full_out
     capped = summary_of(p.stderr)
     print(f"\nsqlite3, {ROWS} rows, --size {CAP_MB}: {capped}; uncapped {full}")
-    # The summary says that events were dropped, and how many: with those
-    # kept, every event of the uncapped run.
+    # The summary says that events were dropped, how many, and that the cap
+    # dropped them: with those kept, every event of the uncapped run.
     assert capped["dropped"] > 0 and capped["events"] > 0
+    by_cap = re.search(r"^ftpad: (\d+) dropped: --size cap reached", p.stderr, re.M)
+    assert by_cap and int(by_cap.group(1)) == capped["dropped"], p.stderr
     assert capped["events"] + capped["dropped"] == full["events"]
     assert capped["bytes"] <= CAP_MB << 20
     info = dict(line.split("=", 1) for line in (capped_dir / "info").read_text()
