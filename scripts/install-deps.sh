@@ -110,8 +110,10 @@ packages=("${demo_packages[@]}")
   # ftpad flame's SVG and speedscope, driven over the DevTools protocol
   chromium python3-websocket
 )
-# npm installs speedscope (pinned) for tests/trace/test_browser.py into
-# /var/cache/ftpad/npm; Debian's npm if no node and npm are here already
+# npm installs speedscope (pinned) for tests/trace/test_browser.py, and
+# fetches the npm package sqlite3 (pinned) for the SQLite sources it bundles
+# (tests/sqlite.py), into /var/cache/ftpad/npm; Debian's npm if no node and
+# npm are here already
 if [[ "${1:-}" != --demo ]]; then
   command -v npm >/dev/null && command -v node >/dev/null || packages+=(nodejs npm)
 fi

@@ -12,7 +12,6 @@ import functools
 import http.server
 import json
 import os
-import pathlib
 import shutil
 import signal
 import struct
@@ -23,12 +22,13 @@ import time
 import urllib.request
 import zlib
 
+from ftpadtest import NPM_CACHE, made_once, npm
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 # speedscope, pinned: its DOM (the view tabs, the sandwich table) is what the
 # tests read, so a new version is a deliberate change here.
 SPEEDSCOPE_VERSION = "1.25.0"
-NPM_CACHE = pathlib.Path(os.environ.get("FTPAD_NPM_CACHE", pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / "npm"))
 
 # How long to wait for the browser to start or a page to get ready.  A
 # limit on waiting, not a measure: nothing asserts on how long it took.
@@ -241,25 +241,10 @@ def speedscope_dir():
     with npm once into NPM_CACHE/speedscope-VERSION, keyed by the version;
     the install goes into a temporary beside it and is renamed."""
     home = NPM_CACHE / f"speedscope-{SPEEDSCOPE_VERSION}"
-    release = home / "node_modules" / "speedscope" / "dist" / "release"
-    if (release / "index.html").exists():
-        return release
-    npm = shutil.which("npm")
-    if not npm:
-        raise RuntimeError("npm is missing: run scripts/install-deps.sh")
-    NPM_CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=home.name + ".", dir=NPM_CACHE))
-    try:
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--no-save",
-                        "--prefix", str(tmp), f"speedscope@{SPEEDSCOPE_VERSION}"],
-                       check=True, capture_output=True, text=True)
-        os.rename(tmp, home)
-    except OSError:
-        if not (release / "index.html").exists():
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return release
+    made_once(home, lambda tmp: subprocess.run(
+        [npm(), "install", "--no-audit", "--no-fund", "--no-save", "--prefix", str(tmp),
+         f"speedscope@{SPEEDSCOPE_VERSION}"], check=True, capture_output=True, text=True))
+    return home / "node_modules" / "speedscope" / "dist" / "release"
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

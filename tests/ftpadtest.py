@@ -5,8 +5,10 @@ import dataclasses
 import os
 import pathlib
 import re
+import shutil
 import struct
 import subprocess
+import tempfile
 
 from elftools.elf.elffile import ELFFile
 
@@ -24,6 +26,10 @@ INCLUDE = ROOT / "runtime" / "include"
 # file sits in.
 TEST_SRC = ROOT / "tests" / "src"
 KBUILD_HELPERS = ROOT / "tests" / "kbuild"
+# What npm brings for the tests (speedscope, SQLite's sources), outside the
+# clone, one folder per package and version.
+NPM_CACHE = pathlib.Path(os.environ.get(
+    "FTPAD_NPM_CACHE", pathlib.Path(os.environ.get("FTPAD_CACHE", "/var/cache/ftpad")) / "npm"))
 
 # struct ftpad_site_record (pad/ftpad_site.h)
 RECORD = struct.Struct("<iiiiBBBBBBH")
@@ -44,6 +50,34 @@ def run(cmd, check=True, **kw):
             f"command failed ({p.returncode}): {' '.join(cmd)}\n"
             f"--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
     return p
+
+
+def made_once(home, make):
+    """HOME, a folder of a cache, made by MAKE(tmp) into a temporary folder
+    beside it and renamed, unless it is there: a folder half made is never
+    seen, and two workers may ask at once (the second rename fails, and
+    HOME is the first's)."""
+    if home.exists():
+        return home
+    home.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=home.name + ".", dir=home.parent))
+    try:
+        make(tmp)
+        os.rename(tmp, home)
+    except OSError:
+        if not home.exists():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return home
+
+
+def npm():
+    """npm's path, or an error that says how to install it."""
+    path = shutil.which("npm")
+    if not path:
+        raise RuntimeError("npm is missing: run scripts/install-deps.sh")
+    return path
 
 
 def plugin_flags(plugin_path=PLUGIN, **args):

@@ -16,14 +16,11 @@ import base64
 import concurrent.futures
 import functools
 import hashlib
-import os
 import pathlib
-import shutil
 import subprocess
 import tarfile
-import tempfile
 
-from browser import NPM_CACHE
+from ftpadtest import NPM_CACHE, made_once, npm
 
 # npm's `sqlite3`, pinned with its registry digest: a new SQLite is a
 # deliberate change here, and what the tests count depends on it.
@@ -38,11 +35,11 @@ LIBS = ["-lpthread", "-ldl", "-lm"]
 def _unpack_amalgamation(tgz, into):
     """deps/sqlite-autoconf-*.tar.gz of the npm tarball TGZ, unpacked into
     INTO; the folder that holds sqlite3.c."""
-    with tarfile.open(tgz) as npm:
-        [inner] = [m for m in npm.getmembers()
+    with tarfile.open(tgz) as package:
+        [inner] = [m for m in package.getmembers()
                    if m.name.startswith("package/deps/sqlite-autoconf-")
                    and m.name.endswith(".tar.gz")]
-        with tarfile.open(fileobj=npm.extractfile(inner)) as autoconf:
+        with tarfile.open(fileobj=package.extractfile(inner)) as autoconf:
             autoconf.extractall(into)  # pinned by its digest above
     [tree] = into.glob("sqlite-autoconf-*/sqlite3.c")
     return tree.parent
@@ -52,19 +49,12 @@ def _unpack_amalgamation(tgz, into):
 def sqlite_sources():
     """The folder holding sqlite3.c, sqlite3.h and shell.c (the autoconf
     tree npm's package bundles), fetched and unpacked once into
-    NPM_CACHE/sqlite3-VERSION; the unpacking goes into a temporary beside
-    it and is renamed, so two workers may ask at once."""
+    NPM_CACHE/sqlite3-VERSION (ftpadtest.made_once: two workers may ask
+    at once)."""
     home = NPM_CACHE / f"sqlite3-{SQLITE3_NPM_VERSION}"
-    found = list(home.glob("sqlite-autoconf-*/shell.c"))
-    if found:
-        return found[0].parent
-    npm = shutil.which("npm")
-    if not npm:
-        raise RuntimeError("npm is missing: run scripts/install-deps.sh")
-    NPM_CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=home.name + ".", dir=NPM_CACHE))
-    try:
-        subprocess.run([npm, "pack", "--ignore-scripts", "--pack-destination", str(tmp),
+
+    def fetch(tmp):
+        subprocess.run([npm(), "pack", "--ignore-scripts", "--pack-destination", str(tmp),
                         f"sqlite3@{SQLITE3_NPM_VERSION}"], check=True, capture_output=True,
                        text=True, cwd=tmp)
         tgz = tmp / f"sqlite3-{SQLITE3_NPM_VERSION}.tgz"
@@ -73,13 +63,8 @@ def sqlite_sources():
             raise RuntimeError(f"{tgz.name}: digest {digest}, pinned {SQLITE3_NPM_INTEGRITY}")
         _unpack_amalgamation(tgz, tmp)
         tgz.unlink()
-        os.rename(tmp, home)
-    except OSError:
-        if not list(home.glob("sqlite-autoconf-*/shell.c")):
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return next(home.glob("sqlite-autoconf-*/shell.c")).parent
+
+    return next(made_once(home, fetch).glob("sqlite-autoconf-*/shell.c")).parent
 
 
 def build_shells(out, variants, jobs=2):
@@ -135,20 +120,7 @@ def cached_shell(name, cc):
     cached: it is what the tests test."""
     assert not any("ftpad" in str(c) for c in cc), cc
     home = sqlite_sources().parent / "builds" / f"{name}-{_compiler_key(cc)}"
-    exe = home / name / "sqlite3"
-    if exe.exists():
-        return exe
-    home.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=home.name + ".", dir=home.parent))
-    try:
-        build_shells(tmp, {name: cc})
-        os.rename(tmp, home)
-    except OSError:
-        if not exe.exists():
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return exe
+    return made_once(home, lambda tmp: build_shells(tmp, {name: cc})) / name / "sqlite3"
 
 
 def workload(rows):
