@@ -14,6 +14,9 @@ set -euo pipefail
 # rather than after the whole test suite's compilers, QEMU and Chromium.
 demo_packages=(
   cmake make gcc g++ gcc-12-plugin-dev libelf-dev pkg-config binutils
+  # the recorder compresses its events files and the viewers read them
+  # back (docs/dependencies.md): the build links libzstd
+  libzstd-dev
 )
 
 case "${1:-}" in
