@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "reader.h"
+#include "blocks.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -336,9 +337,9 @@ static int read_info(struct trace *t)
 		else if (!strcmp(line, "clock_sync"))
 			rc = parse_clock_sync(t, path, v, pairs, &npairs);
 	}
-	if (!rc && format != FTPAD_TRACE_VERSION)
-		rc = trace_error("%s: trace format %d is not the one this ftpad reads (%d)", path, format,
-				 FTPAD_TRACE_VERSION);
+	if (!rc && format != FTPAD_TRACE_VERSION && format != FTPAD_TRACE_VERSION_RAW)
+		rc = trace_error("%s: trace format %d is not one this ftpad reads (%d, %d)", path,
+				 format, FTPAD_TRACE_VERSION_RAW, FTPAD_TRACE_VERSION);
 	if (!rc)
 		rc = set_clock(t, path, pairs, npairs);
 out:
@@ -512,19 +513,44 @@ int trace_check_header(const struct trace *t, const char *path, const void *byte
 	memcpy(&h, bytes, sizeof(h));
 	if (memcmp(h.magic, FTPAD_TRACE_MAGIC, sizeof(h.magic)))
 		return trace_error("%s: not an ftpad events file (no FTPADTRC magic)", path);
-	if (h.version != FTPAD_TRACE_VERSION)
-		return trace_error("%s: events format version %u is not the one this ftpad reads (%d)",
-				   path, h.version, FTPAD_TRACE_VERSION);
+	if (h.version != FTPAD_TRACE_VERSION && h.version != FTPAD_TRACE_VERSION_RAW)
+		return trace_error("%s: events format version %u is not one this ftpad reads (%d, %d)",
+				   path, h.version, FTPAD_TRACE_VERSION_RAW, FTPAD_TRACE_VERSION);
 	if (h.header_size < sizeof(h) || h.header_size > len ||
 	    h.event_size != sizeof(struct ftpad_event))
 		return trace_error("%s: header says %u-byte header and %u-byte events; want %zu and %zu",
 				   path, h.header_size, h.event_size, sizeof(h),
 				   sizeof(struct ftpad_event));
+	th->version = h.version;
 	th->pid = h.pid;
 	th->tid = h.tid;
 	memcpy(th->comm, h.comm, sizeof(h.comm));
 	th->comm[16] = 0;
 	return h.header_size;
+}
+
+/* Version 2: the blocks after the header decoded into th->decoded, and
+ * the file's mapping let go. */
+static int decode_thread(struct trace *t, struct trace_thread *th, size_t header)
+{
+	struct trace_blocks b;
+	char why[256];
+	size_t body = th->map_len - header;
+	int rc = trace_blocks_decode((const uint8_t *)th->map + header, body, &b, why, sizeof(why));
+
+	munmap(th->map, th->map_len);
+	th->map = NULL;
+	th->map_len = 0;
+	if (rc)
+		return trace_error("%s: %s", th->path, why);
+	th->decoded = b.events;
+	th->decoded_size = b.events_size;
+	th->events = b.events;
+	th->nevents = b.nevents;
+	if (b.whole < body && !t->quiet)
+		trace_warn(t, "%s: cut short: read to its last whole block (%zu events), %zu stray "
+			   "bytes ignored", th->path, th->nevents, body - b.whole);
+	return 0;
 }
 
 static int map_thread(struct trace *t, struct trace_thread *th)
@@ -556,6 +582,8 @@ static int map_thread(struct trace *t, struct trace_thread *th)
 	header = trace_check_header(t, th->path, th->map, th->map_len, th);
 	if (header < 0)
 		return -1;
+	if (th->version != FTPAD_TRACE_VERSION_RAW)
+		return decode_thread(t, th, (size_t)header);
 	body = th->map_len - (size_t)header;
 	th->events = (const struct ftpad_event *)((const char *)th->map + header);
 	th->nevents = body / sizeof(struct ftpad_event);
@@ -725,6 +753,8 @@ void trace_close(struct trace *t)
 		for (j = 0; j < im->nthreads; j++) {
 			if (im->threads[j].map)
 				munmap(im->threads[j].map, im->threads[j].map_len);
+			if (im->threads[j].decoded)
+				munmap(im->threads[j].decoded, im->threads[j].decoded_size);
 			free(im->threads[j].path);
 		}
 		free(im->threads);

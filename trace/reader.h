@@ -41,10 +41,13 @@ struct trace_thread {
 	char *path;
 	uint32_t pid, tid;
 	char comm[17];
-	const struct ftpad_event *events; /* in the mapping */
+	const struct ftpad_event *events; /* in the mapping (version 1), or decoded */
 	size_t nevents;
-	void *map;
+	void *map;            /* version 1's file, mapped */
 	size_t map_len;
+	struct ftpad_event *decoded; /* version 2's blocks, decoded (mapped) */
+	size_t decoded_size;
+	unsigned version;     /* the file's: FTPAD_TRACE_VERSION or _RAW */
 	/* events the recorder could not write into this file (the image's
 	 * lost_write=), and the errno name that said why */
 	uint64_t unwritten;
