@@ -177,7 +177,7 @@ int write_info_head_fd(int fd, char *const *argv, const char *extra)
 			close(copy);
 		return -1;
 	}
-	fprintf(f, "format=1\ncommand=");
+	fprintf(f, "format=%d\ncommand=", FTPAD_TRACE_VERSION);
 	for (char *const *a = argv; *a; a++) {
 		fputc('\'', f);
 		for (const char *p = *a; *p; p++)

@@ -172,6 +172,9 @@ extern int sites_fd RECORD_SHARED(sites_fd); /* <image>/sites */
 void open_trace_dir(void) RECORD_SHARED(open_trace_dir);
 void write_all(int fd, const void *buf, size_t len) RECORD_SHARED(write_all);
 void start_writer(void) RECORD_SHARED(start_writer);
+/* The writer's encoder sized for chunk_events (after set_pool()); not
+ * from a signal handler. */
+void setup_encoder(void) RECORD_SHARED(setup_encoder);
 void flush_all(void) RECORD_SHARED(flush_all);
 void flush_thread(struct rthread *t) RECORD_SHARED(flush_thread);
 void count_totals(struct ftpad_record_totals *tot) RECORD_SHARED(count_totals);

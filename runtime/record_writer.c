@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "record_encode.h"
 
 char dir[PATH_MAX];
 char image[64];
@@ -105,39 +106,76 @@ static void release_xfsz(const sigset_t *old)
 	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-/* len bytes of whole events into fd: 0, or the errno of the write that
- * stopped, the file cut back to its last whole event and *done the bytes
- * of whole events in it. */
-static int write_events(int fd, const void *buf, size_t len, size_t *done)
+/* One whole unit (the header, a block) of len bytes into fd: 0, or the
+ * errno of the write that stopped, the file cut back to where the unit
+ * began. */
+static int write_unit(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
-	size_t part;
+	size_t done = 0;
 	int err;
 
-	*done = 0;
-	while (*done < len) {
-		ssize_t n = write(fd, p + *done, len - *done);
+	while (done < len) {
+		ssize_t n = write(fd, p + done, len - done);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n > 0) {
-			*done += n;
+			done += n;
 			continue;
 		}
 		err = n < 0 ? errno : EIO;
 		xfsz_caused |= err == EFBIG;
-		part = *done % sizeof(struct ftpad_event);
-		if (part) {
+		if (done) {
 			off_t end = lseek(fd, 0, SEEK_END);
 
-			if (end >= (off_t)part && ftruncate(fd, end - part)) {
-				/* a stray piece at the end: a reader reads to the last whole event */
+			if (end >= (off_t)done && ftruncate(fd, end - done)) {
+				/* a stray piece at the end: a reader reads to the last whole block */
 			}
-			*done -= part;
 		}
 		return err;
 	}
 	return 0;
+}
+
+/*
+ * The encoder of the blocks (record_encode.h), the writer's alone, under
+ * write_lock: its memory is taken as the trace starts (setup_encoder()),
+ * so that a flush from a signal handler allocates nothing.  A forked
+ * child has its own copy, and each block starts the compressor afresh, so
+ * a block the parent's writer was making when the fork came is no harm.
+ * Without that memory, blocks of a few events, varint-coded, in a buffer
+ * of its own.
+ */
+#define RECORD_ZSTD_LEVEL 1
+#define SMALL_BLOCK_EVENTS 64
+static struct ftpad_block_encoder encoder;
+static void *encoder_mem;
+static size_t encoder_mem_size;
+static uint64_t small_encoder_mem[(SMALL_BLOCK_EVENTS * FTPAD_TRACE_BLOCK_EVENT_MAX_BYTES * 2 +
+				   sizeof(struct ftpad_trace_block) + 64) / 8];
+
+void setup_encoder(void)
+{
+	size_t events = chunk_events < FTPAD_TRACE_BLOCK_EVENTS_MAX ? chunk_events
+								     : FTPAD_TRACE_BLOCK_EVENTS_MAX;
+	size_t size = ftpad_block_encoder_size(events, RECORD_ZSTD_LEVEL);
+
+	if (encoder_mem && size != encoder_mem_size) {
+		munmap(encoder_mem, encoder_mem_size);
+		encoder_mem = NULL;
+	}
+	if (!encoder_mem) {
+		encoder_mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				   -1, 0);
+		encoder_mem_size = size;
+		if (encoder_mem == MAP_FAILED)
+			encoder_mem = NULL;
+	}
+	if (!encoder_mem ||
+	    ftpad_block_encoder_init(&encoder, encoder_mem, size, events, RECORD_ZSTD_LEVEL))
+		ftpad_block_encoder_init(&encoder, small_encoder_mem, sizeof(small_encoder_mem),
+					 SMALL_BLOCK_EVENTS, RECORD_ZSTD_LEVEL);
 }
 
 /*
@@ -213,12 +251,12 @@ static int write_header(struct rthread *t)
 		.pid = getpid(),
 		.tid = t->tid,
 	};
-	size_t done;
 	int err;
 
 	memcpy(h.comm, t->comm, sizeof(h.comm));
-	err = write_events(t->fd.fd, &h, sizeof(h), &done);
-	bytes_written += done;
+	err = write_unit(t->fd.fd, &h, sizeof(h));
+	if (!err)
+		bytes_written += sizeof(h);
 	return err;
 }
 
@@ -266,9 +304,9 @@ static void close_events(struct rthread *t)
 	t->fd.fd = -1;
 }
 
-/* Events of t (whole ones, buf: len bytes) into its file, or counted as
- * unwritten with the cause. */
-static void put_events(struct rthread *t, const struct ftpad_event *ev, size_t len)
+/* n events of t into its file, encoded in blocks, or counted as unwritten
+ * with the cause. */
+static void put_events(struct rthread *t, const struct ftpad_event *ev, size_t n)
 {
 	size_t done = 0;
 	int err = 0;
@@ -277,13 +315,20 @@ static void put_events(struct rthread *t, const struct ftpad_event *ev, size_t l
 		t->fd.fd = -1; /* the program's number now: left to it */
 	if (t->fd.fd < 0)
 		err = open_events(t);
-	if (!err)
-		err = write_events(t->fd.fd, ev, len, &done);
-	bytes_written += done;
+	while (!err && done < n) {
+		size_t k = n - done < encoder.max_events ? n - done : encoder.max_events;
+		size_t len = ftpad_block_encode(&encoder, ev + done, k);
+
+		err = write_unit(t->fd.fd, encoder.out, len);
+		if (!err) {
+			bytes_written += len;
+			done += k;
+		}
+	}
 	if (!err)
 		return;
 	/* LOST events carry counts already dropped: not events themselves */
-	for (size_t i = done / sizeof(*ev); i < len / sizeof(*ev); i++)
+	for (size_t i = done; i < n; i++)
 		t->unwritten += ftpad_event_kind(&ev[i]) != FTPAD_EVENT_LOST;
 	if (!t->unwritten_err)
 		t->unwritten_err = err;
@@ -300,7 +345,7 @@ static void write_lost_tail(struct rthread *t)
 
 	if (!t->lost || t->cur)
 		return;
-	put_events(t, &e, sizeof(e));
+	put_events(t, &e, 1);
 	t->lost = 0;
 }
 
@@ -342,7 +387,7 @@ static void drain(void)
 
 		list = c->next;
 		t = c->owner;
-		put_events(t, c->ev, len);
+		put_events(t, c->ev, c->n);
 		__atomic_sub_fetch(reserved, chunk_events * sizeof(struct ftpad_event) - len,
 				   __ATOMIC_RELAXED);
 		if (t->last_chunk == c) {
@@ -477,7 +522,7 @@ void create_info(void)
 
 	if (fd < 0)
 		return; /* there already, or the appends below will say nothing either */
-	write_all(fd, "format=1\n", 9);
+	write_all(fd, "format=2\n", 9);
 	close(fd);
 }
 
