@@ -15,10 +15,12 @@
 #include <string.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "blocks.h"
 #include "ftpad_clock.h"
 #include "ftpad_trace.h"
 #include "tracedir.h"
@@ -269,6 +271,50 @@ static FILE *open_trace_file(int dir, const char *name, const struct stat *top)
 	return f;
 }
 
+static void count_event(const struct ftpad_event *e, struct summary *image)
+{
+	if (ftpad_event_kind(e) == FTPAD_EVENT_LOST)
+		image->dropped += e->sp;
+	else
+		image->events++;
+}
+
+/* A version 1 file's events, after its header. */
+static void count_raw(FILE *f, struct summary *image)
+{
+	struct ftpad_event e;
+
+	while (fread(&e, sizeof(e), 1, f) == 1) {
+		count_event(&e, image);
+		image->bytes += sizeof(e);
+	}
+}
+
+/* A version 2 file's events, in its whole blocks; a spoiled block ends
+ * the count there, as a cut one does. */
+static void count_blocks(FILE *f, struct summary *image)
+{
+	struct stat st;
+	struct trace_blocks b;
+	const size_t header = sizeof(struct ftpad_trace_thread_header);
+	char why[256];
+	void *map;
+
+	if (fstat(fileno(f), &st) || (size_t)st.st_size <= header)
+		return;
+	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+	if (map == MAP_FAILED)
+		return;
+	if (!trace_blocks_decode((const uint8_t *)map + header, st.st_size - header, &b, why,
+				 sizeof(why))) {
+		for (size_t i = 0; i < b.nevents; i++)
+			count_event(&b.events[i], image);
+		image->bytes += header + b.whole;
+		trace_blocks_free(&b);
+	}
+	munmap(map, st.st_size);
+}
+
 /* What an image's writer had written: its events and its LOST counts
  * (docs/format.md), for an image that could not say its totals.  Read as
  * open_image() reads: through no link, regular files only, and in a
@@ -286,23 +332,15 @@ static void count_written(int dir, const struct stat *top, const char *name,
 		return;
 	}
 	while ((d = readdir(entries))) {
-		uint64_t ev[2]; /* time, then the event word and sp */
+		struct ftpad_trace_thread_header h;
 		FILE *f;
 
 		if (!strstr(d->d_name, ".events"))
 			continue;
 		if (!(f = open_trace_file(sub, d->d_name, top)))
 			continue;
-		if (!fseek(f, 64, SEEK_SET))
-			while (fread(ev, sizeof(ev), 1, f) == 1) {
-				uint32_t what = (uint32_t)ev[1], sp = (uint32_t)(ev[1] >> 32);
-
-				if (what >> 28 == FTPAD_EVENT_LOST)
-					image->dropped += sp;
-				else
-					image->events++;
-				image->bytes += sizeof(ev);
-			}
+		if (fread(&h, sizeof(h), 1, f) == 1)
+			(h.version == FTPAD_TRACE_VERSION_RAW ? count_raw : count_blocks)(f, image);
 		fclose(f);
 	}
 	closedir(entries);

@@ -96,12 +96,13 @@ def test_program_that_limits_its_file_sizes(hostile, tmp_path):
 
 
 def test_full_disk_is_counted_with_its_cause(hostile, tmp_path):
-    """A trace on a 1 MiB tmpfs: every event that found no room is counted
-    as dropped, with ENOSPC, in the summary and in the viewers."""
+    """A trace on a 64 KiB tmpfs (the calls' events take about 150 KiB,
+    compressed): every event that found no room is counted as dropped, with
+    ENOSPC, in the summary and in the viewers."""
     require_root()
     disk, copy = tmp_path / "disk", tmp_path / "copy"
     disk.mkdir()
-    script = (f'mount -t tmpfs -o size=1m ftpad-full "{disk}" && cd "{disk}" && '
+    script = (f'mount -t tmpfs -o size=64k ftpad-full "{disk}" && cd "{disk}" && '
               f'"{FTPAD_BIN}" record -o trace -- "{hostile}" calls 1000000; rc=$?; '
               f'cp -r trace "{copy}"; exit $rc')
     p = run(["unshare", "-m", "sh", "-c", script], check=False)
