@@ -125,15 +125,21 @@ static int unpack(const struct ftpad_trace_block *h, const uint8_t *data, uint8_
 	return 0;
 }
 
-/* One varint of at most max bytes at p; the byte after it. */
+/* One varint of at most max bytes at p; the byte after it.  One and two
+ * bytes first: site ids below 1,024, sp steps below 8 KiB and time steps
+ * below 8,192 ticks take no more, and they are most of a trace. */
 static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v, int max)
 {
 	uint64_t x = 0;
 	int shift = 0;
 
-	if (__builtin_expect(*p < 0x80, 1)) {
-		*v = *p;
+	if (__builtin_expect(p[0] < 0x80, 1)) {
+		*v = p[0];
 		return p + 1;
+	}
+	if (p[1] < 0x80) {
+		*v = (p[0] & 0x7f) | (uint64_t)p[1] << 7;
+		return p + 2;
 	}
 	while (max-- > 0) {
 		uint8_t b = *p++;
