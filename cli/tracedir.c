@@ -294,23 +294,26 @@ static void count_raw(FILE *f, struct summary *image)
  * the count there, as a cut one does. */
 static void count_blocks(FILE *f, struct summary *image)
 {
-	struct stat st;
-	struct trace_blocks b;
 	const size_t header = sizeof(struct ftpad_trace_thread_header);
+	struct trace_block_reader r;
+	struct trace_blocks b;
+	struct stat st;
 	char why[256];
-	void *map;
+	uint8_t *map;
+	long n;
 
 	if (fstat(fileno(f), &st) || (size_t)st.st_size <= header)
 		return;
 	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
 	if (map == MAP_FAILED)
 		return;
-	if (!trace_blocks_decode((const uint8_t *)map + header, st.st_size - header, &b, why,
-				 sizeof(why))) {
-		for (size_t i = 0; i < b.nevents; i++)
-			count_event(&b.events[i], image);
-		image->bytes += header + b.whole;
-		trace_blocks_free(&b);
+	if (!trace_blocks_scan(map + header, st.st_size - header, &b, why, sizeof(why)) &&
+	    !trace_block_reader_open(&r, map + header, &b)) {
+		while ((n = trace_block_read(&r, why, sizeof(why))) > 0)
+			for (long i = 0; i < n; i++)
+				count_event(&r.ev[i], image);
+		image->bytes += header + r.at; /* the blocks read */
+		trace_block_reader_close(&r);
 	}
 	munmap(map, st.st_size);
 }

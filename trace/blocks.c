@@ -2,8 +2,9 @@
 /*
  * blocks.c - version 2's blocks decoded (blocks.h): every block's header
  * checked first, which gives the number of events and where a file cut
- * short ends, then each block's columns, from its zstd frame, into
- * struct ftpad_events.  Nothing in a block is trusted: a length that
+ * short ends, then, one block at a time, its columns, from its zstd frame,
+ * into struct ftpad_events: a block's worth of memory, however large the
+ * file.  Nothing in a block is trusted: a length that
  * points outside it, a column that ends early or late, a frame that
  * decodes to another size are errors, never a read out of bounds.
  */
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #ifndef FTPAD_HAVE_ZSTD
 #define FTPAD_HAVE_ZSTD 1
@@ -70,8 +70,8 @@ static int check_block(const struct ftpad_trace_block *h, size_t at, char *why, 
 }
 
 /* Where the whole blocks end, and their events: 0, or -1 with why. */
-static int walk_blocks(const uint8_t *body, size_t len, struct trace_blocks *out,
-		       size_t *max_raw, char *why, size_t size)
+static int walk_blocks(const uint8_t *body, size_t len, struct trace_blocks *out, char *why,
+		       size_t size)
 {
 	size_t at = 0;
 
@@ -85,7 +85,8 @@ static int walk_blocks(const uint8_t *body, size_t len, struct trace_blocks *out
 			break; /* cut short */
 		at += sizeof(h) + h.size;
 		out->nevents += h.events;
-		*max_raw = h.raw_size > *max_raw ? h.raw_size : *max_raw;
+		out->max_raw = h.raw_size > out->max_raw ? h.raw_size : out->max_raw;
+		out->max_events = h.events > out->max_events ? h.events : out->max_events;
 		out->nblocks++;
 	}
 	/* A piece too short for a header: cut short, if it starts as one. */
@@ -125,27 +126,38 @@ static int unpack(const struct ftpad_trace_block *h, const uint8_t *data, uint8_
 	return 0;
 }
 
-/* One varint of at most max bytes at p; the byte after it.  One and two
- * bytes first: site ids below 1,024, sp steps below 8 KiB and time steps
- * below 8,192 ticks take no more, and they are most of a trace. */
+/* One varint of at most max (5 or 10) bytes at p; the byte after it.  Up
+ * to four bytes unrolled: site ids below 2^24, sp steps below 64 MiB and
+ * time steps below 2^27 ticks (about 50 ms) take no more, so almost every
+ * field of a trace. */
 static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v, int max)
 {
-	uint64_t x = 0;
-	int shift = 0;
+	uint64_t x = p[0], b;
+	int shift = 28;
 
-	if (__builtin_expect(p[0] < 0x80, 1)) {
-		*v = p[0];
+	if (__builtin_expect(x < 0x80, 1)) {
+		*v = x;
 		return p + 1;
 	}
-	if (p[1] < 0x80) {
-		*v = (p[0] & 0x7f) | (uint64_t)p[1] << 7;
+	x &= 0x7f;
+	if ((b = p[1]) < 0x80) {
+		*v = x | b << 7;
 		return p + 2;
 	}
-	while (max-- > 0) {
-		uint8_t b = *p++;
-
-		x |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
+	x |= (b & 0x7f) << 7;
+	if ((b = p[2]) < 0x80) {
+		*v = x | b << 14;
+		return p + 3;
+	}
+	x |= (b & 0x7f) << 14;
+	if ((b = p[3]) < 0x80) {
+		*v = x | b << 21;
+		return p + 4;
+	}
+	x |= (b & 0x7f) << 21;
+	for (p += 4, max -= 4; max-- > 0; shift += 7) {
+		b = *p++;
+		x |= (b & 0x7f) << shift;
 		if (b < 0x80)
 			break;
 	}
@@ -190,72 +202,52 @@ static int columns(const struct ftpad_trace_block *h, const uint8_t *raw,
 	return 0;
 }
 
-/*
- * Room for the decoded events, in transparent huge pages where the kernel
- * has them: a trace decodes to 16 bytes an event, and faulting that in
- * 4 KiB at a time cost the reader more than the decoding itself.
- */
-static int map_events(struct trace_blocks *b)
+int trace_blocks_scan(const uint8_t *body, size_t len, struct trace_blocks *out, char *why,
+		      size_t why_size)
 {
-	size_t size = (b->nevents ? b->nevents : 1) * sizeof(struct ftpad_event);
+	memset(out, 0, sizeof(*out));
+	return walk_blocks(body, len, out, why, why_size);
+}
 
-	size = (size + 4095) & ~(size_t)4095;
-	b->events = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (b->events == MAP_FAILED) {
-		b->events = NULL;
+int trace_block_reader_open(struct trace_block_reader *r, const uint8_t *body,
+			    const struct trace_blocks *b)
+{
+	memset(r, 0, sizeof(*r));
+	r->body = body;
+	r->whole = b->whole;
+	r->raw = malloc(b->max_raw + PAD);
+	r->ev = malloc((b->max_events ? b->max_events : 1) * sizeof(*r->ev));
+#if FTPAD_HAVE_ZSTD
+	r->dctx = ZSTD_createDCtx();
+#endif
+	if (!r->raw || !r->ev || (FTPAD_HAVE_ZSTD && !r->dctx)) {
+		trace_block_reader_close(r);
 		return -1;
 	}
-	b->events_size = size;
-#ifdef MADV_HUGEPAGE
-	if (size >= (2u << 20))
-		madvise(b->events, size, MADV_HUGEPAGE);
-#endif
 	return 0;
 }
 
-void trace_blocks_free(struct trace_blocks *b)
+long trace_block_read(struct trace_block_reader *r, char *why, size_t why_size)
 {
-	if (b->events)
-		munmap(b->events, b->events_size);
-	memset(b, 0, sizeof(*b));
+	struct ftpad_trace_block h;
+	size_t at = r->at;
+
+	if (at >= r->whole)
+		return 0;
+	memcpy(&h, r->body + at, sizeof(h));
+	if (unpack(&h, r->body + at + sizeof(h), r->raw, r->dctx, at, why, why_size) ||
+	    columns(&h, r->raw, r->ev, at, why, why_size))
+		return -1;
+	r->at = at + sizeof(h) + h.size;
+	return h.events;
 }
 
-int trace_blocks_decode(const uint8_t *body, size_t len, struct trace_blocks *out, char *why,
-			size_t why_size)
+void trace_block_reader_close(struct trace_block_reader *r)
 {
-	uint8_t *raw = NULL;
-	void *dctx = NULL;
-	size_t at = 0, n = 0, max_raw = 0;
-	int rc = -1;
-
-	memset(out, 0, sizeof(*out));
-	if (walk_blocks(body, len, out, &max_raw, why, why_size))
-		goto out;
-	raw = malloc(max_raw + PAD);
 #if FTPAD_HAVE_ZSTD
-	dctx = ZSTD_createDCtx();
+	ZSTD_freeDCtx(r->dctx);
 #endif
-	if (!raw || map_events(out) || (FTPAD_HAVE_ZSTD && !dctx)) {
-		snprintf(why, why_size, "out of memory for %zu events", out->nevents);
-		goto out;
-	}
-	while (at < out->whole) {
-		struct ftpad_trace_block h;
-
-		memcpy(&h, body + at, sizeof(h));
-		if (unpack(&h, body + at + sizeof(h), raw, dctx, at, why, why_size) ||
-		    columns(&h, raw, out->events + n, at, why, why_size))
-			goto out;
-		n += h.events;
-		at += sizeof(h) + h.size;
-	}
-	rc = 0;
-out:
-#if FTPAD_HAVE_ZSTD
-	ZSTD_freeDCtx(dctx);
-#endif
-	free(raw);
-	if (rc)
-		trace_blocks_free(out);
-	return rc;
+	free(r->raw);
+	free(r->ev);
+	memset(r, 0, sizeof(*r));
 }

@@ -6,7 +6,6 @@
  */
 #define _GNU_SOURCE
 #include "reader.h"
-#include "blocks.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +29,19 @@ void trace_warn(struct trace *t, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+void trace_fatal(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("ftpad: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
 }
 
 static int trace_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -529,28 +541,38 @@ int trace_check_header(const struct trace *t, const char *path, const void *byte
 	return h.header_size;
 }
 
-/* Version 2: the blocks after the header decoded into th->decoded, and
- * the file's mapping let go. */
-static int decode_thread(struct trace *t, struct trace_thread *th, size_t header)
+void trace_thread_blocks(const struct trace_thread *th, struct trace_block_reader *r)
 {
-	struct trace_blocks b;
-	char why[256];
-	size_t body = th->map_len - header;
-	int rc = trace_blocks_decode((const uint8_t *)th->map + header, body, &b, why, sizeof(why));
+	if (trace_block_reader_open(r, (const uint8_t *)th->map + th->body, &th->blocks))
+		trace_fatal("%s: out of memory for a block of %zu events", th->path,
+			    th->blocks.max_events);
+}
 
-	munmap(th->map, th->map_len);
-	th->map = NULL;
-	th->map_len = 0;
-	if (rc)
+/* Version 2: the blocks' headers checked, and the first block decoded
+ * for the first event's time; the rest are decoded as a walk goes. */
+static int scan_thread(struct trace *t, struct trace_thread *th, size_t header)
+{
+	struct trace_block_reader r;
+	size_t body = th->map_len - header;
+	char why[256];
+	long n;
+
+	th->body = header;
+	if (trace_blocks_scan((const uint8_t *)th->map + header, body, &th->blocks, why,
+			      sizeof(why)))
 		return trace_error("%s: %s", th->path, why);
-	th->decoded = b.events;
-	th->decoded_size = b.events_size;
-	th->events = b.events;
-	th->nevents = b.nevents;
-	if (b.whole < body && !t->quiet)
+	th->nevents = th->blocks.nevents;
+	if (th->blocks.whole < body && !t->quiet)
 		trace_warn(t, "%s: cut short: read to its last whole block (%zu events), %zu stray "
-			   "bytes ignored", th->path, th->nevents, body - b.whole);
-	return 0;
+			   "bytes ignored", th->path, th->nevents, body - th->blocks.whole);
+	if (!th->nevents)
+		return 0;
+	trace_thread_blocks(th, &r);
+	n = trace_block_read(&r, why, sizeof(why));
+	if (n > 0)
+		th->first_time = r.ev[0].time;
+	trace_block_reader_close(&r);
+	return n > 0 ? 0 : trace_error("%s: %s", th->path, why);
 }
 
 static int map_thread(struct trace *t, struct trace_thread *th)
@@ -583,10 +605,11 @@ static int map_thread(struct trace *t, struct trace_thread *th)
 	if (header < 0)
 		return -1;
 	if (th->version != FTPAD_TRACE_VERSION_RAW)
-		return decode_thread(t, th, (size_t)header);
+		return scan_thread(t, th, (size_t)header);
 	body = th->map_len - (size_t)header;
 	th->events = (const struct ftpad_event *)((const char *)th->map + header);
 	th->nevents = body / sizeof(struct ftpad_event);
+	th->first_time = th->nevents ? th->events[0].time : 0;
 	if (body % sizeof(struct ftpad_event) && !t->quiet)
 		trace_warn(t, "%s: cut short: read to its last whole event (%zu), %zu stray bytes ignored",
 			   th->path, th->nevents, body % sizeof(struct ftpad_event));
@@ -618,7 +641,7 @@ static int read_threads(struct trace *t, struct trace_image *im, const char *dir
 			im->threads = xrealloc(im->threads, (cap = cap * 2 + 8) * sizeof(*im->threads));
 		im->threads[im->nthreads] = (struct trace_thread){ .path = path_join(dir, de->d_name) };
 		rc = map_thread(t, &im->threads[im->nthreads++]);
-		if (!rc && !t->quiet && !im->threads[im->nthreads - 1].events) {
+		if (!rc && !t->quiet && !im->threads[im->nthreads - 1].version) {
 			/* headerless (map_thread() said so): no thread to show */
 			struct trace_thread *th = &im->threads[--im->nthreads];
 
@@ -717,7 +740,7 @@ static void find_first_ns(struct trace *t)
 
 			if (!th->nevents)
 				continue;
-			ns = trace_ticks_to_ns(&t->clock, th->events[0].time);
+			ns = trace_ticks_to_ns(&t->clock, th->first_time);
 			if (!any || ns < t->first_ns)
 				t->first_ns = ns;
 			any = 1;
@@ -753,8 +776,6 @@ void trace_close(struct trace *t)
 		for (j = 0; j < im->nthreads; j++) {
 			if (im->threads[j].map)
 				munmap(im->threads[j].map, im->threads[j].map_len);
-			if (im->threads[j].decoded)
-				munmap(im->threads[j].decoded, im->threads[j].decoded_size);
 			free(im->threads[j].path);
 		}
 		free(im->threads);

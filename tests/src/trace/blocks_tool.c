@@ -80,26 +80,37 @@ static int to_v2(const char *in, const char *out, size_t per_block, int varint)
 	return fclose(f) ? (perror(out), 1) : 0;
 }
 
+static void print(const struct ftpad_event *ev, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		printf("%" PRIu64 " %" PRIu32 " %" PRIu32 "\n", ev[i].time, ev[i].what, ev[i].sp);
+}
+
 static int dump(const char *path)
 {
 	size_t len;
 	uint8_t *data = slurp(path, &len);
 	struct ftpad_trace_thread_header h;
-	struct trace_blocks b = { 0 };
-	char why[256];
+	struct trace_block_reader r;
+	struct trace_blocks b;
+	char why[256] = "out of memory";
+	long n;
 
 	memcpy(&h, data, HEADER);
 	if (h.version == FTPAD_TRACE_VERSION_RAW) {
-		b.events = (struct ftpad_event *)(data + HEADER);
-		b.nevents = (len - HEADER) / sizeof(struct ftpad_event);
-		b.whole = b.nevents * sizeof(struct ftpad_event);
-	} else if (trace_blocks_decode(data + HEADER, len - HEADER, &b, why, sizeof(why))) {
-		fprintf(stderr, "%s: %s\n", path, why);
-		return 1;
+		n = (len - HEADER) / sizeof(struct ftpad_event);
+		print((const struct ftpad_event *)(data + HEADER), n);
+		b.whole = n * sizeof(struct ftpad_event);
+	} else {
+		if (trace_blocks_scan(data + HEADER, len - HEADER, &b, why, sizeof(why)) ||
+		    trace_block_reader_open(&r, data + HEADER, &b))
+			return fprintf(stderr, "%s: %s\n", path, why), 1;
+		while ((n = trace_block_read(&r, why, sizeof(why))) > 0)
+			print(r.ev, n);
+		trace_block_reader_close(&r);
+		if (n < 0)
+			return fprintf(stderr, "%s: %s\n", path, why), 1;
 	}
-	for (size_t i = 0; i < b.nevents; i++)
-		printf("%" PRIu64 " %" PRIu32 " %" PRIu32 "\n", b.events[i].time, b.events[i].what,
-		       b.events[i].sp);
 	if (b.whole < len - HEADER)
 		fprintf(stderr, "cut %zu\n", len - HEADER - b.whole);
 	return 0;
