@@ -152,8 +152,9 @@ static int write_unit(int fd, const void *buf, size_t len)
 static struct ftpad_block_encoder encoder;
 static void *encoder_mem;
 static size_t encoder_mem_size;
-static uint64_t small_encoder_mem[(SMALL_BLOCK_EVENTS * FTPAD_TRACE_BLOCK_EVENT_MAX_BYTES * 2 +
-				   sizeof(struct ftpad_trace_block) + 64) / 8];
+/* The columns, and the block with room for zstd's bound on them. */
+static uint64_t small_encoder_mem[(SMALL_BLOCK_EVENTS * FTPAD_TRACE_BLOCK_EVENT_MAX_BYTES * 3 +
+				   sizeof(struct ftpad_trace_block) + 512) / 8];
 
 void setup_encoder(void)
 {
@@ -315,6 +316,8 @@ static void put_events(struct rthread *t, const struct ftpad_event *ev, size_t n
 		t->fd.fd = -1; /* the program's number now: left to it */
 	if (t->fd.fd < 0)
 		err = open_events(t);
+	if (!err && !encoder.max_events)
+		err = ENOMEM; /* no encoder: not a trace started by begin() */
 	while (!err && done < n) {
 		size_t k = n - done < encoder.max_events ? n - done : encoder.max_events;
 		size_t len = ftpad_block_encode(&encoder, ev + done, k);
