@@ -83,27 +83,27 @@ def events_in_files(trace):
 def test_program_that_limits_its_file_sizes(hostile, tmp_path):
     """RLIMIT_FSIZE binds the recorder's writes too: the program lives on,
     and the events past the limit are counted, with EFBIG."""
-    p, summary = record(tmp_path, [hostile, "fsize", 500000])
+    p, summary = record(tmp_path, [hostile, "fsize", 1000000])
     assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout == "calls=500000\n"
+    assert p.stdout == "calls=1000000\n"
     assert summary, p.stderr
     unwritten, cause = not_written(p.stderr)
     assert "EFBIG" in cause
     assert unwritten and summary[3] >= unwritten
     # events= counts the events in the files; the others are dropped.
     assert events_in_files(Trace(tmp_path / "trace")) == summary[2]
-    assert summary[2] + summary[3] == 500000 + 1  # work, and main
+    assert summary[2] + summary[3] == 1000000 + 1  # work, and main
 
 
 def test_full_disk_is_counted_with_its_cause(hostile, tmp_path):
-    """A trace on a 64 KiB tmpfs (the calls' events take about 150 KiB,
+    """A trace on a 64 KiB tmpfs (the calls' events take 60-300 KiB,
     compressed): every event that found no room is counted as dropped, with
     ENOSPC, in the summary and in the viewers."""
     require_root()
     disk, copy = tmp_path / "disk", tmp_path / "copy"
     disk.mkdir()
     script = (f'mount -t tmpfs -o size=64k ftpad-full "{disk}" && cd "{disk}" && '
-              f'"{FTPAD_BIN}" record -o trace -- "{hostile}" calls 1000000; rc=$?; '
+              f'"{FTPAD_BIN}" record -o trace -- "{hostile}" calls 2000000; rc=$?; '
               f'cp -r trace "{copy}"; exit $rc')
     p = run(["unshare", "-m", "sh", "-c", script], check=False)
     if "mount" in p.stderr and not copy.exists():
@@ -112,7 +112,7 @@ def test_full_disk_is_counted_with_its_cause(hostile, tmp_path):
     m = SUMMARY.search(p.stderr)
     assert m, p.stderr
     events, dropped = int(m[3]), int(m[4])
-    assert events + dropped == 1000000 + 1  # work, and main
+    assert events + dropped == 2000000 + 1  # work, and main
     unwritten, cause = not_written(p.stderr)
     assert "ENOSPC" in cause
     assert dropped >= unwritten > 0
