@@ -300,7 +300,8 @@ static const char attach_usage[] =
 	"only frames up to depth N of each thread; --time-filter DUR (500ns, 10us,\n"
 	"1ms): drop calls shorter than DUR with no recorded call inside (both as\n"
 	"`ftpad record`'s, and both turn --graph on); --size MB: cap the events'\n"
-	"bytes (default 1024); --library: the libftpad.so to load.\n";
+	"bytes (default: while 10% of DIR's file system stays free); --library:\n"
+	"the libftpad.so to load.\n";
 
 static int parse_pid(const char *text, pid_t *pid)
 {
@@ -434,7 +435,7 @@ static void check_info(const struct trace_tmp *tmp, const char *dir)
 }
 
 static void finish_trace(const struct target *t, struct trace_tmp *tmp, const char *dir,
-			 const struct results *r, int *code)
+			 const struct results *r)
 {
 	struct summary sum = { 0 };
 
@@ -450,10 +451,6 @@ static void finish_trace(const struct target *t, struct trace_tmp *tmp, const ch
 	}
 	append_summary_fd(tmp->info, "", &sum);
 	check_info(tmp, dir);
-	if (install_dir(tmp->path, dir)) {
-		*code = 1;
-		return;
-	}
 	print_summary(&sum, dir);
 }
 
@@ -552,7 +549,7 @@ int cmd_attach(int argc, char **argv)
 	s.signals = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.signals < 0 || attach_open_socket(&s))
 		return attach_fail(t.pid, "cannot open the control socket: %s", strerror(errno));
-	if (create_trace_tmp(o.d.dir, o.d.force, tmp.path))
+	if (create_trace_dir(o.d.dir, o.d.force, tmp.path))
 		return 1;
 	if (write_attach_info(&t, &tmp)) {
 		fprintf(stderr, "ftpad: error: cannot write '%s/info': %s\n", tmp.path,
@@ -575,6 +572,6 @@ int cmd_attach(int argc, char **argv)
 		remove_tree(tmp.path);
 		return 1;
 	}
-	finish_trace(&t, &tmp, o.d.dir, &r, &code);
+	finish_trace(&t, &tmp, o.d.dir, &r);
 	return code;
 }

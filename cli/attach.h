@@ -119,8 +119,12 @@ struct target {
 
 /* attach_target.c: what is known before anything is touched. */
 size_t attach_stub_size(void);
-/* "ftpad: error: cannot attach to process N: <reason>"; returns 1. */
+/* "ftpad: error: cannot attach to process N: <reason>"; returns 1.  A
+ * process that is gone is said to have exited while attaching. */
 int attach_fail(pid_t pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The messages' "attach to" and "attaching" become what and ing (patch,
+ * patching), for a command that gets in as attach does. */
+void attach_name_command(const char *what, const char *ing);
 /* "permission denied" with the reason, or that another tracer holds a
  * thread; returns 1. */
 int attach_permission_error(pid_t pid, uid_t uid);

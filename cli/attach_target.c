@@ -31,9 +31,19 @@ size_t attach_stub_size(void)
 	return (size_t)(ftpad_attach_stub_end - ftpad_attach_stub);
 }
 
+/* What the command is doing, in its messages: `ftpad patch` shares the
+ * getting in with attach, and its failures name the patch. */
+static const char *doing_what = "attach to", *doing_ing = "attaching";
+
+void attach_name_command(const char *what, const char *ing)
+{
+	doing_what = what;
+	doing_ing = ing;
+}
+
 static void say_why(pid_t pid, const char *fmt, va_list ap)
 {
-	fprintf(stderr, "ftpad: error: cannot attach to process %d: ", pid);
+	fprintf(stderr, "ftpad: error: cannot %s process %d: ", doing_what, pid);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 }
@@ -169,7 +179,7 @@ int attach_permission_error(pid_t pid, uid_t uid)
 
 int attach_gone(pid_t pid)
 {
-	return refuse(pid, "process %d exited while attaching", pid);
+	return refuse(pid, "process %d exited while %s", pid, doing_ing);
 }
 
 /* Alive: neither a zombie nor dying.  A killed process closes its files

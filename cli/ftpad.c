@@ -29,7 +29,7 @@ static const struct command commands[] = {
 	{ "patch", cmd_patch, "replace functions of a running process with a patch's (live patch)" },
 	{ "replay", trace_cmd_replay, "a trace's calls, thread by thread, as a call tree with times" },
 	{ "report", trace_cmd_report, "a trace's time per function: calls, total, self, max" },
-	{ "dump", trace_cmd_dump, "a trace as Chrome JSON, Perfetto protobuf or folded stacks" },
+	{ "dump", trace_cmd_dump, "a trace as Chrome JSON, Perfetto protobuf, folded stacks or pprof" },
 	{ "live", trace_cmd_live, "report's table, redrawn while a trace is being written" },
 	{ "flame", trace_cmd_flame, "an SVG flame graph of a trace, or of folded stacks" },
 };

@@ -46,7 +46,7 @@
 struct patch_opts {
 	pid_t pid;
 	const char *file;
-	bool revert, list, immediate;
+	bool revert, list, immediate, verbose;
 };
 
 struct range {
@@ -64,21 +64,6 @@ struct busy {
 	const struct range *r;
 	pid_t tid;
 };
-
-/* "ftpad: error: cannot patch process N: <reason>"; returns 1. */
-static int patch_fail(pid_t pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int patch_fail(pid_t pid, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "ftpad: error: cannot patch process %d: ", pid);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return 1;
-}
 
 /* ---- the patch file ---- */
 
@@ -147,26 +132,32 @@ static bool exiting(pid_t pid, pid_t tid)
 	return gone;
 }
 
-/* Seize and interrupt tid; 1 stopped, 0 gone, -1 refused.  A thread that
- * is ending (the previous patch session's control thread, say) is gone. */
-static int stop_one(pid_t pid, pid_t tid, struct stopped *out)
+/* Seize and interrupt tid: 1 done (its stop is to be waited for), 0
+ * gone, -1 refused.  A thread that is ending (the previous patch
+ * session's control thread, say) is gone. */
+static int interrupt_one(pid_t pid, pid_t tid)
+{
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
+		return errno == ESRCH || (errno == EPERM && exiting(pid, tid)) ? 0 : -1;
+	return ptrace(PTRACE_INTERRUPT, tid, 0, 0) ? 0 : 1;
+}
+
+/* The stop of interrupted thread tid: 1 stopped (into out), 0 gone, -1 it
+ * neither stopped nor ended by deadline (it was on its way out when
+ * seized): bounded, so that it cannot hang the tool.  Polled finely: the
+ * threads stopped before it wait meanwhile. */
+static int wait_stopped(pid_t pid, pid_t tid, uint64_t deadline, struct stopped *out)
 {
 	int st;
 
-	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
-		return errno == ESRCH || (errno == EPERM && exiting(pid, tid)) ? 0 : -1;
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
-		return 0;
-	/* Bounded: a thread that neither stops nor ends (it was on its way
-	 * out when seized) must not hang the tool. */
-	for (int ms = 0;; ms++) {
+	for (;;) {
 		pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
 
 		if (r == tid)
 			break;
-		if (r < 0 || ms == STOP_TIMEOUT_MS)
+		if (r < 0 || attach_now_ms() > deadline)
 			return r < 0 || exiting(pid, tid) ? 0 : -1;
-		usleep(1000);
+		usleep(20);
 	}
 	if (!WIFSTOPPED(st))
 		return 0;
@@ -183,9 +174,12 @@ static void let_go(struct stopped *s, size_t n)
 }
 
 /* Every thread of pid but keep stopped, new ones included; their count,
- * or -1 (all let go again). */
+ * or -1 (all let go again).  Each listing's threads are all interrupted
+ * first, then waited for: a thread stays stopped for the slowest one's
+ * stop, not for the sum of them. */
 static long stop_all(pid_t pid, pid_t keep, struct stopped *s)
 {
+	static pid_t asked[MAX_STOPPED];
 	char path[64];
 	size_t n = 0;
 	bool more = true;
@@ -194,25 +188,39 @@ static long stop_all(pid_t pid, pid_t keep, struct stopped *s)
 	while (more) {
 		DIR *d = opendir(path);
 		struct dirent *e;
+		size_t nasked = 0;
+		uint64_t deadline;
 
 		if (!d)
 			return let_go(s, n), -1;
-		more = false;
 		while ((e = readdir(d))) {
 			pid_t tid = (pid_t)atoi(e->d_name);
 			int r;
 
 			if (tid <= 0 || tid == keep || have(s, n, tid))
 				continue;
-			if (n == MAX_STOPPED)
+			if (n + nasked == MAX_STOPPED)
 				return closedir(d), let_go(s, n), -1;
-			r = stop_one(pid, tid, &s[n]);
+			r = interrupt_one(pid, tid);
 			if (r < 0)
 				return closedir(d), let_go(s, n), -1;
-			n += (size_t)r;
-			more = true; /* list again: it may have made new ones */
+			if (r)
+				asked[nasked++] = tid;
 		}
 		closedir(d);
+		deadline = attach_now_ms() + STOP_TIMEOUT_MS;
+		more = false;
+		for (size_t i = 0; i < nasked; i++) {
+			int r = wait_stopped(pid, asked[i], deadline, &s[n]);
+
+			if (r < 0)
+				return let_go(s, n), -1;
+			n += (size_t)r;
+			/* List again if one was stopped: it may have made new
+			 * ones.  Not for one that is gone, which the list may
+			 * show until its process is reaped: that would loop. */
+			more |= r > 0;
+		}
 	}
 	return (long)n;
 }
@@ -310,38 +318,67 @@ static bool send_line(struct session *s, const char *line)
  * answer read while they are stopped (the switch happens then).  0 done,
  * -1 after the message.
  */
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* --verbose: how long the threads were held, and what for. */
+static void say_held(pid_t pid, long n, int tries, const double at[3], double end)
+{
+	fprintf(stderr, "ftpad: process %d: %ld threads stopped for %.3f ms (stopping %.3f, "
+		"stack check %.3f, switch %.3f), at try %d\n", pid, n, end - at[0], at[1] - at[0],
+		at[2] - at[1], end - at[2], tries + 1);
+}
+
 static int check_and_go(struct target *t, struct session *s, const struct range *r, size_t nr,
-			pid_t control, char *line, size_t size)
+			pid_t control, bool verbose, char *line, size_t size)
 {
 	static struct stopped st[MAX_STOPPED];
 	struct busy b = { 0 };
 	char name[32];
+	double at[3];
+
+	/* The modules read once, before any thread is stopped: none can be
+	 * loaded or unloaded meanwhile, since the control thread holds the
+	 * loader's lock until it hears from us; and what libdw reads of them
+	 * (their CFI) is read once for every try. */
+	Dwfl *dwfl = open_dwfl(t->pid);
 
 	for (int tries = 0; tries < CHECK_TRIES; tries++) {
-		long n = stop_all(t->pid, control, st);
-		Dwfl *dwfl;
+		long n;
 		bool in;
 
+		at[0] = now_ms();
+		n = stop_all(t->pid, control, st);
+		at[1] = now_ms();
+
 		if (n < 0) {
+			if (dwfl)
+				dwfl_end(dwfl);
 			send_line(s, FTPAD_PATCH_ABORT "\n");
-			return patch_fail(t->pid, "cannot stop its threads: %s", strerror(errno)),
+			return attach_fail(t->pid, "cannot stop its threads: %s", strerror(errno)),
 			       -1;
 		}
-		dwfl = open_dwfl(t->pid);
 		in = !dwfl || in_ranges(dwfl, st, (size_t)n, r, nr, &b);
-		if (dwfl)
-			dwfl_end(dwfl);
+		at[2] = now_ms();
 		if (!in) {
 			int err = !send_line(s, FTPAD_PATCH_GO "\n") ||
 				  attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL);
 
 			let_go(st, (size_t)n);
+			if (verbose)
+				say_held(t->pid, n, tries, at, now_ms());
+			dwfl_end(dwfl);
 			if (err || strcmp(line, FTPAD_PATCH_SWITCHED))
-				return patch_fail(t->pid, "no answer after the go from libftpad's "
+				return attach_fail(t->pid, "no answer after the go from libftpad's "
 						  "control thread"), -1;
 			/* The final answer follows, once the threads run. */
 			return attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL)
-				       ? (patch_fail(t->pid, "no answer from libftpad's control "
+				       ? (attach_fail(t->pid, "no answer from libftpad's control "
 						     "thread"), -1)
 				       : 0;
 		}
@@ -350,13 +387,15 @@ static int check_and_go(struct target *t, struct session *s, const struct range 
 			break;
 		usleep(CHECK_PAUSE_US);
 	}
+	if (dwfl)
+		dwfl_end(dwfl);
 	send_line(s, FTPAD_PATCH_ABORT "\n");
 	attach_read_line(s, line, size, ANSWER_TIMEOUT_MS, NULL);
 	if (!b.r)
-		return patch_fail(t->pid, "cannot read the stack of thread %d (libdw: %s)", b.tid,
+		return attach_fail(t->pid, "cannot read the stack of thread %d (libdw: %s)", b.tid,
 				   dwfl_errmsg(-1)), -1;
 	thread_name(t->pid, b.tid, name, sizeof(name));
-	return patch_fail(t->pid, "%s is running on thread %d (%s); tried %d times: nothing "
+	return attach_fail(t->pid, "%s is running on thread %d (%s); tried %d times: nothing "
 			   "changed (--immediate switches anyway)", b.r->what, b.tid, name,
 			   CHECK_TRIES), -1;
 }
@@ -370,9 +409,9 @@ static int answer(struct target *t, const struct patch_opts *o, const char *line
 	if (!strcmp(line, FTPAD_PATCH_DONE))
 		return 0;
 	if (sscanf(line, FTPAD_ATTACH_ERROR_SCAN, &err, &at) == 1 && at)
-		return patch_fail(t->pid, "%s", line + at);
+		return attach_fail(t->pid, "%s", line + at);
 	(void)o;
-	return patch_fail(t->pid, "libftpad says: %s", line);
+	return attach_fail(t->pid, "libftpad says: %s", line);
 }
 
 static int converse(struct target *t, struct session *s, const struct patch_opts *o)
@@ -385,7 +424,7 @@ static int converse(struct target *t, struct session *s, const struct patch_opts
 		int at = 0, control;
 
 		if (attach_read_line(s, line, sizeof(line), ANSWER_TIMEOUT_MS, NULL))
-			return patch_fail(t->pid, "no answer from libftpad's control thread");
+			return attach_fail(t->pid, "no answer from libftpad's control thread");
 		if (o->list && !strncmp(line, "patch ", 6)) {
 			printf("%s\n", line + 6);
 			continue;
@@ -397,7 +436,7 @@ static int converse(struct target *t, struct session *s, const struct patch_opts
 			continue;
 		}
 		if (sscanf(line, FTPAD_PATCH_READY_SCAN, &control) == 1) {
-			if (check_and_go(t, s, r, nr, control, line, sizeof(line)))
+			if (check_and_go(t, s, r, nr, control, o->verbose, line, sizeof(line)))
 				return 1;
 		}
 		return answer(t, o, line);
@@ -407,8 +446,8 @@ static int converse(struct target *t, struct session *s, const struct patch_opts
 /* ---- the command ---- */
 
 static const char patch_usage[] =
-	"usage: ftpad patch PID PATCH.so [--immediate]\n"
-	"       ftpad patch PID --revert PATCH.so [--immediate]\n"
+	"usage: ftpad patch PID PATCH.so [--immediate] [-v]\n"
+	"       ftpad patch PID --revert PATCH.so [--immediate] [-v]\n"
 	"       ftpad patch PID --list\n"
 	"\n"
 	"Replace functions of a running process with those of PATCH.so, a shared\n"
@@ -416,8 +455,9 @@ static const char patch_usage[] =
 	"(--revert), or list the patches applied.  Returns once every call that\n"
 	"starts afterwards runs the new code.  A function switches only while no\n"
 	"thread runs it (the threads are stopped and their stacks read, a few\n"
-	"times if needed); --immediate skips that check.  PATCH.so and its folder\n"
-	"must be writable by root or the process's owner only.\n";
+	"times if needed); --immediate skips that check.  -v, --verbose says how\n"
+	"long the threads were held stopped, and what for.  PATCH.so and its\n"
+	"folder must be writable by root or the process's owner only.\n";
 
 static int parse_patch(int argc, char **argv, struct patch_opts *o)
 {
@@ -425,6 +465,7 @@ static int parse_patch(int argc, char **argv, struct patch_opts *o)
 		{ "revert", no_argument, NULL, 'r' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "immediate", no_argument, NULL, 'i' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -433,11 +474,12 @@ static int parse_patch(int argc, char **argv, struct patch_opts *o)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r': o->revert = true; break;
 		case 'l': o->list = true; break;
 		case 'i': o->immediate = true; break;
+		case 'v': o->verbose = true; break;
 		case 'h': fputs(patch_usage, stdout); exit(0);
 		default: return usage_error("patch: unknown option");
 		}
@@ -482,6 +524,7 @@ int cmd_patch(int argc, char **argv)
 	if (err)
 		return err;
 	t.pid = o.pid;
+	attach_name_command("patch", "patching");
 	if (attach_check_target(&t))
 		return 1;
 	if (o.file && check_file(o.file, t.uid, real))

@@ -46,11 +46,12 @@ static const char usage_text[] =
 	"\n"
 	"record  run PROG with libftpad.so preloaded, recording calls to its padded\n"
 	"        functions as binary events into DIR (default ftpad.data; an existing\n"
-	"        DIR only with --force, replaced once the new one is complete), then\n"
+	"        trace only with --force, replaced as the recording starts), then\n"
 	"        print one summary line.  -F/-N: record only/never functions matching\n"
 	"        GLOB; --size MB: cap the events' bytes (16 an event, before\n"
-	"        compression), of every process of the trace together (default\n"
-	"        1024; then dropped, counted);\n"
+	"        compression), of every process of the trace together (default:\n"
+	"        while 10% of DIR's file system stays free; then dropped, counted\n"
+	"        by cause);\n"
 	"        --early: from before main.  --depth N: only frames up to depth N\n"
 	"        of each thread; --time-filter DUR (500ns, 10us, 1ms): drop calls\n"
 	"        shorter than DUR with no recorded call inside.  Functions without\n"
@@ -225,7 +226,7 @@ static int parse_record(int argc, char **argv, struct record_opts *o)
 
 /*
  * While PROG runs, a signal that would end `ftpad record` must not cut the
- * trace short: the directory is only installed, and summed up, once PROG
+ * trace short: the trace is only summed up, and marked finished, once PROG
  * has ended.  Ctrl-C and Ctrl-\ reach PROG from the terminal anyway (one
  * process group), so they are ignored here, as system() does; SIGTERM and
  * SIGHUP, which are sent to a pid, are passed on to PROG, whose recorder
@@ -324,7 +325,7 @@ static void on_stop_waiting(int sig)
  * (fork, setsid, fork), a child left behind.  ftpad record is their
  * subreaper (PR_SET_CHILD_SUBREAPER: orphans are reparented to it), so it
  * waits for every one, each reaped with its status, before the trace is
- * installed.  A daemon that never ends: Ctrl-C (or SIGTERM) stops the
+ * finished.  A daemon that never ends: Ctrl-C (or SIGTERM) stops the
  * wait, and those still running are noted in ends, for the summary.
  */
 static void wait_for_the_rest(struct proc_ends *ends)
@@ -344,7 +345,7 @@ static void wait_for_the_rest(struct proc_ends *ends)
 	sigaction(SIGINT, &stop, NULL);
 	sigaction(SIGTERM, &stop, NULL);
 	fprintf(stderr, "ftpad: the program exited; waiting for %d more process%s of the trace: "
-		"%s; Ctrl-C installs the trace without %s\n", n, n > 1 ? "es" : "", names,
+		"%s; Ctrl-C finishes the trace without %s\n", n, n > 1 ? "es" : "", names,
 		n > 1 ? "them" : "it");
 	while (!stop_waiting) {
 		pid = waitpid(-1, &status, 0);
@@ -354,7 +355,7 @@ static void wait_for_the_rest(struct proc_ends *ends)
 			return;
 	}
 	if (list_children(names, sizeof(names), ends))
-		fprintf(stderr, "ftpad: installing the trace while these still run: %s\n", names);
+		fprintf(stderr, "ftpad: finishing the trace while these still run: %s\n", names);
 }
 
 /* PROG run with the recorder on: its wait status, or -1; *pidp: its pid;
@@ -426,7 +427,7 @@ static int record_dir(int argc, char **argv)
 
 	if (err)
 		return err;
-	if (find_library(lib, sizeof(lib)) || create_trace_tmp(o.d.dir, o.d.force, abs))
+	if (find_library(lib, sizeof(lib)) || create_trace_dir(o.d.dir, o.d.force, abs))
 		return 1;
 	if (write_info_head(abs, o.argv, NULL)) {
 		fprintf(stderr, "ftpad: error: cannot write '%s/info': %s\n", abs, strerror(errno));
@@ -440,8 +441,6 @@ static int record_dir(int argc, char **argv)
 	free(ends.v);
 	snprintf(head, sizeof(head), "exit=%d\n", code);
 	append_summary(abs, head, &sum);
-	if (install_dir(abs, o.d.dir))
-		return 1;
 	print_summary(&sum, o.d.dir);
 	if (!sum.sites && !sum.events)
 		fprintf(stderr, "ftpad: warning: '%s' has no ftpad pads (0 sites): nothing could "

@@ -18,11 +18,13 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blocks.h"
 #include "ftpad_clock.h"
 #include "ftpad_trace.h"
+#include "reader.h"
 #include "tracedir.h"
 
 #ifndef FTPAD_INSTALL_LIBDIR
@@ -131,10 +133,8 @@ static bool is_trace_dir(const char *dir)
 	return shaped;
 }
 
-int create_trace_tmp(const char *dir, bool force, char *abs)
+int create_trace_dir(const char *dir, bool force, char *abs)
 {
-	char tmp[PATH_MAX];
-
 	if (holds_cwd(dir)) {
 		fprintf(stderr, "ftpad: error: '%s' is the current directory or holds it: name a "
 			"directory for the trace alone (default ftpad.data)\n", dir);
@@ -150,9 +150,18 @@ int create_trace_tmp(const char *dir, bool force, char *abs)
 			"replaces only a trace; left as it is\n", dir);
 		return -1;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", dir, getpid());
-	if (mkdir(tmp, 0755) || !realpath(tmp, abs)) {
-		fprintf(stderr, "ftpad: error: cannot create '%s': %s\n", tmp, strerror(errno));
+	if (force && !access(dir, F_OK) && trace_state(dir) == TRACE_STATE_RECORDING) {
+		fprintf(stderr, "ftpad: error: '%s' is being recorded (its info names the ftpad "
+			"that writes it, still running): --force replaces only a finished trace\n",
+			dir);
+		return -1;
+	}
+	/* The old trace goes now: the new one has its name from the start,
+	 * so that it can be followed while it is written (ftpad live). */
+	if (force && !access(dir, F_OK))
+		remove_tree(dir);
+	if (mkdir(dir, 0755) || !realpath(dir, abs)) {
+		fprintf(stderr, "ftpad: error: cannot create '%s': %s\n", dir, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -179,6 +188,9 @@ int write_info_head_fd(int fd, char *const *argv, const char *extra)
 			close(copy);
 		return -1;
 	}
+	/* One write, at the fflush: a viewer that reads info meanwhile (ftpad
+	 * live) finds it empty, or with its head and state= whole. */
+	setvbuf(f, NULL, _IOFBF, 65536);
 	fprintf(f, "format=%d\ncommand=", FTPAD_TRACE_VERSION);
 	for (char *const *a = argv; *a; a++) {
 		fputc('\'', f);
@@ -189,6 +201,9 @@ int write_info_head_fd(int fd, char *const *argv, const char *extra)
 	fputc('\n', f);
 	if (extra)
 		fputs(extra, f);
+	/* Being recorded, by this process (state=finished ends the summary). */
+	fprintf(f, TRACE_STATE_KEY "=" TRACE_RECORDING "\nrecorder=%d %llu\n", getpid(),
+		trace_process_start(getpid()));
 	/* Room for the lines still to come (clock points, the summary): a
 	 * trace that filled its disk keeps them.  Not every file system can,
 	 * and a trace is still made without. */
@@ -234,7 +249,7 @@ static void cut_short_cause(const char *name, const struct proc_ends *ends, char
 		if (e->pid != pid)
 			continue;
 		if (e->running) {
-			snprintf(why, size, "still running when the trace was installed");
+			snprintf(why, size, "still running when the trace was finished");
 		} else if (WIFSIGNALED(e->status)) {
 			abbrev = sigabbrev_np(WTERMSIG(e->status));
 			snprintf(why, size, "killed by signal %d (SIG%s)%s", WTERMSIG(e->status),
@@ -271,12 +286,43 @@ static FILE *open_trace_file(int dir, const char *name, const struct stat *top)
 	return f;
 }
 
+/* n drops for cause, the first at the clock's first, added to sum. */
+static void add_drop(struct summary *sum, unsigned cause, unsigned long long n,
+		     unsigned long long first)
+{
+	if (!n)
+		return;
+	if (!sum->dropped_by[cause] || first < sum->first_drop[cause])
+		sum->first_drop[cause] = first;
+	sum->dropped_by[cause] += n;
+}
+
+/* dropped_by=CAUSE COUNT TICKS: into by (the last line of a cause counts);
+ * false for another line. */
+static bool parse_dropped_by(const char *line, struct summary *by)
+{
+	char name[32];
+	unsigned long long n, first;
+
+	if (sscanf(line, "dropped_by=%31s %llu %llu", name, &n, &first) != 3)
+		return false;
+	for (unsigned c = 0; c < FTPAD_LOST_CAUSES; c++)
+		if (!strcmp(name, ftpad_lost_cause_name(c)))
+			by->dropped_by[c] = n, by->first_drop[c] = first;
+	return true;
+}
+
 static void count_event(const struct ftpad_event *e, struct summary *image)
 {
-	if (ftpad_event_kind(e) == FTPAD_EVENT_LOST)
+	if (ftpad_event_kind(e) == FTPAD_EVENT_LOST) {
+		unsigned cause = ftpad_event_site(e);
+
 		image->dropped += e->sp;
-	else
+		if (cause < FTPAD_LOST_CAUSES)
+			add_drop(image, cause, e->sp, e->time);
+	} else {
 		image->events++;
+	}
 }
 
 /* A version 1 file's events, after its header. */
@@ -362,6 +408,8 @@ static void add_image_stats(FILE *f, int dir, const struct stat *top, const char
 
 	while (fgets(line, sizeof(line), f)) {
 		ended |= !strncmp(line, "events=", 7);
+		if (parse_dropped_by(line, &image))
+			continue;
 		if (sscanf(line, "lost_write=%*s %*u %15s", cause) == 1) {
 			add_cause(sum->causes, sizeof(sum->causes), cause);
 			continue;
@@ -383,6 +431,8 @@ static void add_image_stats(FILE *f, int dir, const struct stat *top, const char
 	}
 	sum->events += image.events, sum->dropped += image.dropped, sum->bytes += image.bytes;
 	sum->unwritten += image.unwritten;
+	for (unsigned c = 0; c < FTPAD_LOST_CAUSES; c++)
+		add_drop(sum, c, image.dropped_by[c], image.first_drop[c]);
 	if (first)
 		sum->sites = image.sites, sum->enabled = image.enabled;
 }
@@ -402,6 +452,19 @@ static FILE *open_image(int dir, const struct stat *top, const char *name)
 	return f;
 }
 
+/* info's first clock point, from which the summary dates the drops. */
+static void read_first_sync(int dir, const struct stat *top, struct summary *sum)
+{
+	FILE *f = open_trace_file(dir, "info", top);
+	char line[512];
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "clock_sync=%llu %llu", &sum->sync_ticks, &sum->sync_ns) == 2)
+			break;
+	if (f)
+		fclose(f);
+}
+
 void summarize_at(int dir, pid_t pid, struct summary *sum, const struct proc_ends *ends)
 {
 	int own = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* its own offset */
@@ -418,6 +481,7 @@ void summarize_at(int dir, pid_t pid, struct summary *sum, const struct proc_end
 		return;
 	}
 	snprintf(first, sizeof(first), "%d.0", pid);
+	read_first_sync(dir, &top, sum);
 	while ((d = readdir(entries))) {
 		FILE *f;
 
@@ -462,6 +526,12 @@ void append_summary_fd(int info, const char *head, const struct summary *sum)
 		sum->sites, sum->enabled, sum->events, sum->dropped, sum->bytes);
 	if (sum->unwritten)
 		fprintf(f, "unwritten=%llu %s\n", sum->unwritten, sum->causes);
+	for (unsigned c = 0; c < FTPAD_LOST_CAUSES; c++)
+		if (sum->dropped_by[c])
+			fprintf(f, "dropped_by=%s %llu %llu\n", ftpad_lost_cause_name(c),
+				sum->dropped_by[c], sum->first_drop[c]);
+	/* Last: a trace without it was not finished (its recording killed). */
+	fputs(TRACE_STATE_KEY "=" TRACE_FINISHED "\n", f);
 	fclose(f);
 }
 
@@ -520,23 +590,20 @@ void remove_tree(const char *path)
 	rmdir(path);
 }
 
-int install_dir(const char *tmp, const char *dir)
+/* The clock's ticks as seconds from the trace's first clock point: the
+ * rate from that point to now (the clock counts the same in every
+ * process of the machine). */
+static double seconds_in(const struct summary *sum, unsigned long long ticks)
 {
-	char old[PATH_MAX + 32];
+	struct timespec ts;
+	uint64_t now = ftpad_trace_clock(), ns;
 
-	snprintf(old, sizeof(old), "%s.old-%d", dir, getpid());
-	if (!access(dir, F_OK) && rename(dir, old)) {
-		fprintf(stderr, "ftpad: error: cannot replace '%s': %s; the trace is in '%s'\n",
-			dir, strerror(errno), tmp);
-		return -1;
-	}
-	if (rename(tmp, dir)) {
-		fprintf(stderr, "ftpad: error: cannot rename '%s' to '%s': %s\n", tmp, dir,
-			strerror(errno));
-		return -1;
-	}
-	remove_tree(old);
-	return 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (!sum->sync_ticks || now <= sum->sync_ticks || ns <= sum->sync_ns)
+		return 0;
+	return ((double)ticks - (double)sum->sync_ticks) * (double)(ns - sum->sync_ns) /
+	       (double)(now - sum->sync_ticks) / 1e9;
 }
 
 void print_summary(const struct summary *sum, const char *dir)
@@ -547,6 +614,11 @@ void print_summary(const struct summary *sum, const char *dir)
 	if (sum->unwritten)
 		fprintf(stderr, "ftpad: %llu event%s not written (%s): counted as dropped\n",
 			sum->unwritten, sum->unwritten == 1 ? "" : "s", sum->causes);
+	for (unsigned c = 0; c < FTPAD_LOST_CAUSES; c++)
+		if (sum->dropped_by[c])
+			fprintf(stderr, "ftpad: %llu dropped: %s, first at %.3f s\n",
+				sum->dropped_by[c], ftpad_lost_cause_text(c),
+				seconds_in(sum, sum->first_drop[c]));
 }
 
 int usage_error(const char *fmt, ...)

@@ -2,8 +2,8 @@
 /*
  * What `ftpad record` and `ftpad attach` share: finding libftpad.so, and the
  * trace directory's life (docs/format.md, "The trace directory"): made as
- * DIR.tmp-<pid>, given its info head, summed up, and renamed to DIR once
- * complete.
+ * DIR, given its info head (state=recording), summed up and marked
+ * finished once complete.
  */
 #ifndef FTPAD_TOOLS_TRACEDIR_H
 #define FTPAD_TOOLS_TRACEDIR_H
@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "ftpad_trace.h"
+
 /* The summary, summed over every image's key=value stats. */
 struct summary {
 	unsigned long long sites, enabled, events, dropped, bytes;
@@ -19,15 +21,29 @@ struct summary {
 	 * (errno names, comma-separated) */
 	unsigned long long unwritten;
 	char causes[64];
+	/* every drop by cause (enum ftpad_lost_cause), and the clock at the
+	 * first of each; info's first clock point, to date them */
+	unsigned long long dropped_by[FTPAD_LOST_CAUSES], first_drop[FTPAD_LOST_CAUSES];
+	unsigned long long sync_ticks, sync_ns;
 };
+
+/* info's state= (the last counts): recording from the head on, finished
+ * once the summary is in.  A trace whose info has no state= is an older
+ * one, finished; one left at recording was not (its recording killed),
+ * or is being written: recorder=PID START says by whom (the process's
+ * start time in /proc/PID/stat, against a reused pid). */
+#define TRACE_STATE_KEY "state"
+#define TRACE_RECORDING "recording"
+#define TRACE_FINISHED "finished"
 
 /* libftpad.so: FTPAD_LIB, else beside the tool (build tree, then as
  * installed).  0, or -1 after an error message. */
 int find_library(char *out, size_t size);
 
-/* DIR.tmp-<ourpid> made, its absolute path in abs (PATH_MAX bytes).  DIR
- * must not exist unless force.  0, or -1 after an error message. */
-int create_trace_tmp(const char *dir, bool force, char *abs);
+/* DIR made, its absolute path in abs (PATH_MAX bytes).  DIR must not
+ * exist unless force, and then be a trace, which is removed first.  0, or
+ * -1 after an error message. */
+int create_trace_dir(const char *dir, bool force, char *abs);
 
 /* The directory abs itself (not what a symlink there leads to), for the
  *at calls: a descriptor, or -1 with errno.  `ftpad attach` as root
@@ -51,9 +67,10 @@ struct proc_ends {
 	size_t n, cap;
 };
 
-/* info's first lines: format=1, command= (argv shell-quoted), then extra
- * (lines with their newlines, or NULL); written to tmp/info, or appended
- * through the descriptor info (left open). */
+/* info's first lines: format=2, command= (argv shell-quoted), then extra
+ * (lines with their newlines, or NULL), then state=recording and
+ * recorder= (this process); written to tmp/info, or appended through the
+ * descriptor info (left open). */
 int write_info_head(const char *tmp, char *const *argv, const char *extra);
 int write_info_head_fd(int info, char *const *argv, const char *extra);
 
@@ -65,8 +82,8 @@ int write_info_head_fd(int info, char *const *argv, const char *extra);
 void summarize(const char *tmp, pid_t pid, struct summary *sum, const struct proc_ends *ends);
 void summarize_at(int dir, pid_t pid, struct summary *sum, const struct proc_ends *ends);
 
-/* head (lines, or "") then sites=, enabled=, events=, dropped=, bytes=
- * appended to tmp/info (not through a link), or through the descriptor
+/* head (lines, or "") then sites=, enabled=, events=, dropped=, bytes=,
+ * dropped_by= per cause and state=finished appended to tmp/info (not through a link), or through the descriptor
  * info (left open). */
 void append_summary(const char *tmp, const char *head, const struct summary *sum);
 void append_summary_fd(int info, const char *head, const struct summary *sum);
@@ -74,10 +91,6 @@ void append_summary_fd(int info, const char *head, const struct summary *sum);
 /* path and everything under it removed: a trace that will not be.  No
  * link is followed, even one put in place while it runs. */
 void remove_tree(const char *path);
-
-/* DIR replaced by tmp: never a half-old, half-new DIR.  0, or -1 after an
- * error message. */
-int install_dir(const char *tmp, const char *dir);
 
 /* The one line both commands end with, on stderr. */
 void print_summary(const struct summary *sum, const char *dir);

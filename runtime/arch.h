@@ -187,16 +187,46 @@ unsigned long ftpad_arch_regs_stack_pointer(const struct ftpad_regs *regs) FTPAD
 void ftpad_arch_regs_set_ip(struct ftpad_regs *regs, unsigned long ip) FTPAD_HIDDEN;
 
 /*
- * Live patching (livepatch.c): make entry site s of module m jump to
- * target, or (0) go back to its NOP, while other threads run it: each
- * thread runs either the old or the new instruction, and every call that
- * starts once this returns runs the new one.  Under ftpad_lock, inside
- * ftpad_modules_hold().  0; -ERANGE when target is out of the site's
- * direct reach; -EAGAIN when it cannot be written safely now (x86_64: a
- * thread blocks SIGTRAP and the guarded stores cannot be made); -EOPNOTSUPP where the arch has no live
- * patching; the errors of ftpad_text_write().
+ * Live patching (livepatch.c): make entry sites jump to a target, or (0)
+ * go back to their NOP, while other threads run them: each thread runs
+ * either the old or the new instruction, and every call that starts once
+ * ftpad_arch_sites_jump() returns runs the new one.  Under ftpad_lock,
+ * inside ftpad_modules_hold().  Its errors: -ERANGE when a target is out
+ * of its site's direct reach; -EAGAIN when it cannot be written safely now
+ * (x86_64: a thread blocks SIGTRAP and the guarded stores cannot be made);
+ * -ENOMEM; the errors of ftpad_text_write().
  */
-int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
-			 uintptr_t target) FTPAD_HIDDEN;
+/* The size of a live patch's stub (ftpad_arch_jump_stub()). */
+#define FTPAD_JUMP_STUB_SIZE 16
+
+/* The instruction that makes site s jump to target (0: its NOP), into buf
+ * (ftpad_arch_site_len bytes): x86_64 `jmp rel32`, aarch64 `b`.  0, or
+ * -ERANGE when target is out of its reach: then a stub is needed. */
+int ftpad_arch_jump_insn(const struct ftpad_site *s, uintptr_t target, uint8_t *buf) FTPAD_HIDDEN;
+
+/* A stub that jumps to fn from anywhere, FTPAD_JUMP_STUB_SIZE bytes into
+ * buf: x86_64 `jmp *0(%rip); .quad fn`, aarch64 `ldr x16, 8; br x16;
+ * .quad fn` (x16: what a BTI `bti c` landing pad accepts from a BR). */
+void ftpad_arch_jump_stub(uint8_t *buf, uintptr_t fn) FTPAD_HIDDEN;
+
+/* One pad of ftpad_arch_sites_jump(): entry site of module mod, to jump
+ * to target (0: its NOP). */
+struct ftpad_site_jump {
+	const struct ftpad_module *mod;
+	const struct ftpad_site *site;
+	uintptr_t target;
+};
+
+/*
+ * The n pads of jumps switched in the protocol's rounds, a sync after
+ * each round, not after each pad (x86_64's int3 protocol: three syncs for
+ * the lot; aarch64: one 4-byte store per pad, B and NOP being in the
+ * architecture's list of instructions that may change while other
+ * threads run them, then one sync), so that the threads the tool holds
+ * stopped meanwhile are held for one switch, not n.  Each pad is atomic,
+ * not the set.  On an error some may be written: the caller puts every
+ * one back.
+ */
+int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n) FTPAD_HIDDEN;
 
 #endif /* FTPAD_ARCH_H */

@@ -71,13 +71,17 @@ struct lp_patch {
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lp_patch *applied; /* under ftpad_lock */
 
-/* Stubs for a patch out of a site's rel32 reach: `jmp *0(%rip)` and the
- * address, 16 bytes each, in pages mapped within reach of the module. */
-#define STUB_SIZE 16
+/* Stubs for a patch out of a site's direct reach (ftpad_arch_jump_stub():
+ * an indirect jump and the address, 16 bytes), in pages mapped within
+ * reach of the module.  A
+ * page is unmapped once none of its stubs is in use (live); its slots
+ * are not reused before, so a stub never changes while a pad may lead to it. */
+#define STUB_SIZE FTPAD_JUMP_STUB_SIZE
 struct stub_page {
 	struct stub_page *next;
 	const struct ftpad_module *mod;
 	uintptr_t page, used;
+	size_t live;
 };
 static struct stub_page *stub_pages;
 
@@ -172,88 +176,125 @@ static bool is_definition(const ElfW(Sym) *sym)
 	       type != STT_TLS;
 }
 
-/*
- * name in module m's symbol table (.symtab, else .dynsym): a global
- * definition first, else a local one.  *ambiguous when several locals
- * at different addresses carry the name.
- */
-static uintptr_t module_lookup(const struct ftpad_module *m, const char *name, size_t *size,
-			       bool *ambiguous)
+/* A name the patch needs (a replaced function, an FTPAD_SYMBOL), and
+ * where it resolved: in the first module that defines it, a global
+ * definition first, else a local one; ambiguous when several locals at
+ * different addresses carry it there. */
+struct wanted {
+	const char *name;
+	uintptr_t addr;
+	size_t size;
+	const struct ftpad_module *mod;
+	bool global, ambiguous;
+};
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp((*(struct wanted *const *)a)->name, (*(struct wanted *const *)b)->name);
+}
+
+/* The first of order[0..n) (sorted by name) called name, or n. */
+static size_t first_named(struct wanted *const *order, size_t n, const char *name)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(order[mid]->name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Module m defines name at addr: what it gives each wanted of that name
+ * that no earlier module resolved. */
+static void offer(struct wanted *const *order, size_t n, const struct ftpad_module *m,
+		  const char *name, uintptr_t addr, size_t size, bool global)
+{
+	for (size_t i = first_named(order, n, name); i < n && !strcmp(order[i]->name, name); i++) {
+		struct wanted *w = order[i];
+
+		if ((w->mod && w->mod != m) || w->global)
+			continue;
+		if (global || !w->addr) {
+			*w = (struct wanted){ w->name, addr, size, m, global, false };
+		} else if (w->addr != addr) {
+			w->ambiguous = true;
+		}
+	}
+}
+
+/* Every definition in module m's symbol table (.symtab, else .dynsym)
+ * offered to the wanted names. */
+static void module_offer(const struct ftpad_module *m, struct wanted *const *order, size_t n)
 {
 	const ElfW(Shdr) *symtab = m->map ? ftpad_module_section(m, NULL, SHT_SYMTAB) : NULL;
 	const ElfW(Ehdr) *eh = m->map;
-	uintptr_t local = 0;
 
 	if (m->map && !symtab)
 		symtab = ftpad_module_section(m, NULL, SHT_DYNSYM);
 	if (!symtab || symtab->sh_link >= eh->e_shnum)
-		return 0;
+		return;
 	const ElfW(Shdr) *strtab = (const ElfW(Shdr) *)((const char *)m->map + eh->e_shoff) +
 				   symtab->sh_link;
 	const ElfW(Sym) *sym = (const void *)((const char *)m->map + symtab->sh_offset);
 	const char *strs = (const char *)m->map + strtab->sh_offset;
-	size_t n = symtab->sh_size / sizeof(*sym);
+	size_t nsyms = symtab->sh_size / sizeof(*sym);
 
 	if (symtab->sh_offset + symtab->sh_size > m->map_size ||
 	    strtab->sh_offset + strtab->sh_size > m->map_size)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
+		return;
+	for (size_t i = 0; i < nsyms; i++) {
+		/* Names ended within the table only. */
 		if (!is_definition(&sym[i]) || sym[i].st_name >= strtab->sh_size ||
-		    strncmp(strs + sym[i].st_name, name, strtab->sh_size - sym[i].st_name))
+		    !memchr(strs + sym[i].st_name, 0, strtab->sh_size - sym[i].st_name))
 			continue;
-		if (ELF64_ST_BIND(sym[i].st_info) != STB_LOCAL) {
-			*size = sym[i].st_size;
-			*ambiguous = false;
-			return m->base + sym[i].st_value;
-		}
-		if (local && local != m->base + sym[i].st_value)
-			*ambiguous = true;
-		if (!local) {
-			local = m->base + sym[i].st_value;
-			*size = sym[i].st_size;
-		}
+		offer(order, n, m, strs + sym[i].st_name, m->base + sym[i].st_value,
+		      sym[i].st_size, ELF64_ST_BIND(sym[i].st_info) != STB_LOCAL);
 	}
-	return local;
 }
 
-/* name's address in the padded modules other than the patch's own code
- * (0: none), its module in *mod. */
-static uintptr_t lookup(const struct lp_patch *p, const char *name, size_t *size,
-			const struct ftpad_module **mod, bool *ambiguous)
+/* Every wanted name looked up at once in the padded modules other than
+ * the patch's own code: one pass over each symbol table, a binary search
+ * per symbol, where a lookup per name would read every table per name
+ * (a patch of 1,000 functions).  0, or -ENOMEM. */
+static int lookup_all(const struct lp_patch *p, struct wanted *w, size_t n)
 {
-	*ambiguous = false;
-	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next) {
-		uintptr_t a;
+	struct wanted **order = ftpad_alloc(n * sizeof(*order) + 1);
 
-		if (m->lo < p->hi && p->lo < m->hi)
-			continue;
-		a = module_lookup(m, name, size, ambiguous);
-		if (a) {
-			*mod = m;
-			return a;
-		}
-	}
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		order[i] = &w[i];
+	qsort(order, n, sizeof(*order), by_name);
+	for (struct ftpad_module *m = ftpad_modules(); m; m = m->next)
+		if (!(m->lo < p->hi && p->lo < m->hi))
+			module_offer(m, order, n);
+	ftpad_free(order);
 	return 0;
 }
 
 /* ---- stubs ---- */
 
-/* A stub within reach of module m that jumps to fn, or 0. */
-static uintptr_t stub_to(const struct ftpad_module *m, uintptr_t fn)
+/* A stub slot within reach of module m for fn, or 0; its bytes into
+ * *poke, for the caller to write with the others. */
+static uintptr_t stub_reserve(const struct ftpad_module *m, uintptr_t fn, struct ftpad_poke *poke)
 {
+	uintptr_t size = (uintptr_t)getpagesize();
 	struct stub_page *sp;
-	struct ftpad_poke poke = { .len = STUB_SIZE, .prot = PROT_READ | PROT_EXEC };
-	uint8_t *b = poke.bytes;
 
 	for (sp = stub_pages; sp; sp = sp->next)
-		if (sp->mod == m && sp->used + STUB_SIZE <= (uintptr_t)getpagesize())
+		if (sp->mod == m && sp->used + STUB_SIZE <= size)
 			break;
 	if (!sp) {
 		sp = ftpad_alloc(sizeof(*sp));
 		if (!sp)
 			return 0;
 		sp->mod = m;
-		sp->page = ftpad_map_near(m, (size_t)getpagesize());
+		sp->page = ftpad_map_near(m, size);
 		if (!sp->page) {
 			ftpad_free(sp);
 			return 0;
@@ -261,16 +302,69 @@ static uintptr_t stub_to(const struct ftpad_module *m, uintptr_t fn)
 		sp->next = stub_pages;
 		stub_pages = sp;
 	}
-	/* jmp *0(%rip); .quad fn; int3 int3.  Nothing jumps here yet. */
-	memcpy(b, (const uint8_t[]){ 0xff, 0x25, 0, 0, 0, 0 }, 6);
-	memcpy(b + 6, &fn, 8);
-	b[14] = b[15] = 0xcc;
-	poke.addr = sp->page + sp->used;
-	poke.limit = sp->page + (uintptr_t)getpagesize();
-	if (ftpad_text_poke(&poke, 1, false))
-		return 0;
+	*poke = (struct ftpad_poke){ .addr = sp->page + sp->used, .limit = sp->page + size,
+				     .prot = PROT_READ | PROT_EXEC, .len = STUB_SIZE };
+	ftpad_arch_jump_stub(poke->bytes, fn);
 	sp->used += STUB_SIZE;
-	return poke.addr;
+	sp->live++;
+	return poke->addr;
+}
+
+/* The stubs p's functions need, reserved and written in one go (nothing
+ * leads to them yet: the bytes between them may be rewritten as they
+ * are, so that a page's stubs are one write).  Each function's target: its
+ * replacement, or its stub.  A failure leaves the stubs reserved so far
+ * to ftpad_patch_finish(), which releases them. */
+static int make_stubs(struct lp_patch *p, char *err, size_t errlen)
+{
+	struct ftpad_poke *pokes = ftpad_alloc(p->nfuncs * sizeof(*pokes) + 1);
+	size_t n = 0;
+	int e = 0;
+
+	if (!pokes)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < p->nfuncs && !e; i++) {
+		struct lp_func *f = &p->funcs[i];
+		uint8_t insn[16];
+
+		if (!ftpad_arch_jump_insn(f->site, f->new_fn, insn)) {
+			f->target = f->new_fn;
+			continue;
+		}
+		f->target = stub_reserve(f->mod, f->new_fn, &pokes[n]);
+		if (!f->target)
+			e = fail(err, errlen, -ERANGE, "no stub within reach of %s", f->name);
+		n++;
+	}
+	if (!e && n && (e = ftpad_text_poke(pokes, n, true)))
+		fail(err, errlen, e, "cannot write the stubs: %s", ftpad_strerror(e));
+	ftpad_free(pokes);
+	return e;
+}
+
+/* p's stubs are no longer in use: no pad leads to them, and no thread is
+ * in them (the stack check said so).  Their pages go once empty; under
+ * ftpad_lock. */
+static void release_stubs(struct lp_patch *p)
+{
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		uintptr_t stub = p->funcs[i].target;
+
+		if (!stub || stub == p->funcs[i].new_fn)
+			continue;
+		for (struct stub_page **sp = &stub_pages; *sp; sp = &(*sp)->next) {
+			struct stub_page *page = *sp;
+
+			if (stub < page->page || stub >= page->page + page->used)
+				continue;
+			if (!--page->live) {
+				*sp = page->next;
+				munmap((void *)page->page, (size_t)getpagesize());
+				ftpad_free(page);
+			}
+			break;
+		}
+	}
 }
 
 /* The modules of p's functions held loaded while it is applied, so that
@@ -278,9 +372,15 @@ static uintptr_t stub_to(const struct ftpad_module *m, uintptr_t fn)
  * counts a reference (outside ftpad_lock: libftpad's dlopen hook takes it). */
 static void pin_modules(struct lp_patch *p)
 {
-	for (size_t i = 0; i < p->nfuncs; i++)
-		if (strchr(p->funcs[i].mod->path, '/'))
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		bool pinned = false;
+
+		/* Once per module: the first of its functions holds it. */
+		for (size_t j = 0; j < i && !pinned; j++)
+			pinned = p->funcs[j].mod == p->funcs[i].mod;
+		if (!pinned && strchr(p->funcs[i].mod->path, '/'))
 			p->funcs[i].pin = dlopen(p->funcs[i].mod->path, RTLD_LAZY | RTLD_NOLOAD);
+	}
 }
 
 static void unpin_modules(struct lp_patch *p)
@@ -305,18 +405,70 @@ static struct lp_func *above(const struct lp_patch *p, const struct ftpad_site *
 	return found;
 }
 
-/* The function whose pad is at s jumps to to (0: its NOP). */
-static int switch_site(struct lp_func *f, uintptr_t to)
+static int by_address(const void *a, const void *b)
 {
-	int err = ftpad_arch_site_jump(f->mod, f->site, to);
+	uintptr_t x = ftpad_site_addr(((const struct ftpad_site_jump *)a)->site);
+	uintptr_t y = ftpad_site_addr(((const struct ftpad_site_jump *)b)->site);
 
-	if (err)
-		return err;
-	if (to)
-		f->site->state |= FTPAD_S_JUMP;
-	else
-		f->site->state &= ~FTPAD_S_JUMP;
-	return 0;
+	return x < y ? -1 : x > y;
+}
+
+/* The pads of p that are p's to write, each to p's function (forward)
+ * or back to what was below p; into jumps (room for p->nfuncs), their
+ * count.  Once p is applied, a pad with a later patch on top is left to
+ * that one. */
+static size_t plan_switch(const struct lp_patch *p, bool forward, bool is_applied,
+			  struct ftpad_site_jump *jumps)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		const struct lp_func *f = &p->funcs[i];
+
+		if (is_applied && above(p, f->site))
+			continue;
+		jumps[n++] = (struct ftpad_site_jump){ f->mod, f->site,
+						      forward ? f->target : f->below };
+	}
+	/* In address order: neighbouring pads are written together. */
+	qsort(jumps, n, sizeof(*jumps), by_address);
+	return n;
+}
+
+/* Every pad of jumps switched at once, the sites' states following. */
+static int switch_sites(const struct ftpad_site_jump *jumps, size_t n)
+{
+	int err = ftpad_arch_sites_jump(jumps, n);
+
+	for (size_t i = 0; !err && i < n; i++) {
+		struct ftpad_site *s = (struct ftpad_site *)jumps[i].site;
+
+		if (jumps[i].target)
+			s->state |= FTPAD_S_JUMP;
+		else
+			s->state &= ~FTPAD_S_JUMP;
+	}
+	return err;
+}
+
+/* p's pads forward or back, all in one batch (the threads the tool holds
+ * stopped wait for one switch); on a failure all put back as they were,
+ * and the failure returned. */
+static int switch_patch(const struct lp_patch *p, bool forward, bool is_applied, char *err,
+			size_t errlen)
+{
+	struct ftpad_site_jump *jumps = ftpad_alloc(p->nfuncs * sizeof(*jumps));
+	int e;
+
+	if (!jumps)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	e = switch_sites(jumps, plan_switch(p, forward, is_applied, jumps));
+	if (e) {
+		fail(err, errlen, e, "cannot switch the functions: %s", ftpad_strerror(e));
+		switch_sites(jumps, plan_switch(p, !forward, is_applied, jumps));
+	}
+	ftpad_free(jumps);
+	return e;
 }
 
 struct commit {
@@ -347,37 +499,22 @@ static int apply_held(void *arg)
 {
 	struct commit *c = arg;
 	struct lp_patch *p = c->p;
-	size_t i;
 	int err = still_free(c);
 
+	if (err)
+		return err;
+	/* The stubs before the threads are stopped: no pad leads to them
+	 * yet, and a failure releases them (ftpad_patch_finish()). */
+	err = make_stubs(p, c->err, c->errlen);
 	if (!err && c->await)
 		err = c->await(c->arg);
 	if (err)
 		return err;
-	for (i = 0; i < p->nfuncs; i++) {
-		struct lp_func *f = &p->funcs[i];
-		intptr_t rel = (intptr_t)(f->new_fn - (ftpad_site_addr(f->site) + 5));
-
-		f->target = rel == (int32_t)rel ? f->new_fn : stub_to(f->mod, f->new_fn);
-		if (!f->target) {
-			err = fail(c->err, c->errlen, -ERANGE, "no stub within reach of %s", f->name);
-			break;
-		}
-		err = switch_site(f, f->target);
-		if (err) {
-			fail(c->err, c->errlen, err, "%s: %s", f->name, ftpad_strerror(err));
-			/* It may be half written: put back with the others. */
-			i++;
-			break;
-		}
-	}
+	err = switch_patch(p, true, false, c->err, c->errlen);
 	if (err) {
-		/* Back as it was: the ones switched go back to what was below.
-		 * A thread may have entered their replacement meanwhile: the
-		 * patch then stays loaded (c->switched). */
-		c->switched = i > 0;
-		while (i-- > 0)
-			switch_site(&p->funcs[i], p->funcs[i].below);
+		/* Back as it was; a thread may have entered a replacement
+		 * meanwhile: the patch then stays loaded. */
+		c->switched = true;
 		return err;
 	}
 	p->next = applied;
@@ -391,22 +528,12 @@ static int revert_held(void *arg)
 	struct lp_patch *p = c->p;
 	int e = c->await ? c->await(c->arg) : 0;
 
+	/* The pads this patch is on top of go back to what was below it;
+	 * on a failure, they all go forward again. */
+	if (!e)
+		e = switch_patch(p, false, true, c->err, c->errlen);
 	if (e)
 		return e;
-	/* The pads this patch is on top of go back to what was below it;
-	 * on a failure, those done go forward again. */
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		struct lp_func *f = &p->funcs[i];
-		int err = above(p, f->site) ? 0 : switch_site(f, f->below);
-
-		if (!err)
-			continue;
-		fail(c->err, c->errlen, err, "%s: %s", f->name, ftpad_strerror(err));
-		for (size_t j = 0; j <= i; j++)
-			if (!above(p, p->funcs[j].site))
-				switch_site(&p->funcs[j], p->funcs[j].target);
-		return err;
-	}
 	/* A later patch of a function stays on top, over what was below. */
 	for (size_t i = 0; i < p->nfuncs; i++) {
 		struct lp_func *up = above(p, p->funcs[i].site);
@@ -465,57 +592,74 @@ static int lock_and_find(const char *path, bool applied, char *real, struct stat
 	return fail(err, errlen, -EEXIST, "patch %s is already applied", real);
 }
 
+/* p's function i, the replacement rec of the function found at w. */
+static int resolve_func(struct lp_patch *p, size_t i, const struct ftpad_patch_replace *rec,
+			const struct wanted *w, char *err, size_t errlen)
+{
+	struct lp_func *f = &p->funcs[i];
+	const struct lp_func *now;
+
+	f->name = rec->name;
+	f->new_fn = (uintptr_t)rec->func;
+	f->target = 0;
+	f->old = w->addr;
+	f->old_size = w->size;
+	f->mod = w->mod;
+	if (!f->old)
+		return fail(err, errlen, -ENOENT, "no symbol %s in the process", f->name);
+	if (w->ambiguous)
+		return fail(err, errlen, -ENOTUNIQ, "several static functions are called %s",
+			    f->name);
+	f->site = ftpad_site_by_entry(f->old);
+	if (!f->site || f->site->entry != f->old || ftpad_site_is_exit(f->site))
+		return fail(err, errlen, -ENOTSUP, "function %s has no pad", f->name);
+	if ((f->site->state & FTPAD_S_ENABLED) || f->site->patching)
+		return fail(err, errlen, -EBUSY,
+			    "function %s is traced: its pad is a tracer's until it stops", f->name);
+	for (size_t j = 0; j < i; j++)
+		if (p->funcs[j].site == f->site)
+			return fail(err, errlen, -EINVAL, "%s is replaced twice", f->name);
+	now = current(f->site);
+	f->below = now ? now->target : 0;
+	f->below_fn = now ? now->new_fn : 0;
+	return 0;
+}
+
 /* Fill p's functions and the patch's symbol slots; under ftpad_lock.
  * Refusals change nothing. */
 static int resolve(struct lp_patch *p, const struct ftpad_patch_replace *rec,
 		   struct ftpad_patch_symbol *syms, size_t nsyms, char *err, size_t errlen)
 {
+	struct wanted *w;
 	int e = ftpad_modules_refresh();
 
 	if (e)
 		return fail(err, errlen, e, "cannot read the modules: %s", ftpad_strerror(e));
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		struct lp_func *f = &p->funcs[i];
-		bool ambiguous;
+	w = ftpad_alloc((p->nfuncs + nsyms) * sizeof(*w) + 1);
+	if (!w)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < p->nfuncs; i++)
+		w[i] = (struct wanted){ .name = rec[i].name };
+	for (size_t i = 0; i < nsyms; i++)
+		w[p->nfuncs + i] = (struct wanted){ .name = syms[i].name };
+	e = lookup_all(p, w, p->nfuncs + nsyms);
+	if (e)
+		e = fail(err, errlen, e, "out of memory");
+	for (size_t i = 0; !e && i < p->nfuncs; i++)
+		e = resolve_func(p, i, &rec[i], &w[i], err, errlen);
+	for (size_t i = 0; !e && i < nsyms; i++) {
+		const struct wanted *s = &w[p->nfuncs + i];
 
-		f->name = rec[i].name;
-		f->new_fn = (uintptr_t)rec[i].func;
-		f->old = lookup(p, f->name, &f->old_size, &f->mod, &ambiguous);
-		if (!f->old)
-			return fail(err, errlen, -ENOENT, "no symbol %s in the process", f->name);
-		if (ambiguous)
-			return fail(err, errlen, -ENOTUNIQ, "several static functions are called %s",
-				    f->name);
-		f->site = ftpad_site_by_entry(f->old);
-		if (!f->site || f->site->entry != f->old || ftpad_site_is_exit(f->site))
-			return fail(err, errlen, -ENOTSUP, "function %s has no pad", f->name);
-		if ((f->site->state & FTPAD_S_ENABLED) || f->site->patching)
-			return fail(err, errlen, -EBUSY,
-				    "function %s is traced: its pad is a tracer's until it stops",
-				    f->name);
-		for (size_t j = 0; j < i; j++)
-			if (p->funcs[j].site == f->site)
-				return fail(err, errlen, -EINVAL, "%s is replaced twice", f->name);
-		const struct lp_func *now = current(f->site);
-
-		f->below = now ? now->target : 0;
-		f->below_fn = now ? now->new_fn : 0;
+		if (!s->addr)
+			e = fail(err, errlen, -ENOENT, "no symbol %s in the process", s->name);
+		else if (s->ambiguous)
+			e = fail(err, errlen, -ENOTUNIQ, "several static symbols are called %s",
+				 s->name);
+		else
+			syms[i].addr = (void *)s->addr;
 	}
-	for (size_t i = 0; i < nsyms; i++) {
-		const struct ftpad_module *m;
-		size_t size;
-		bool ambiguous;
-		uintptr_t a = lookup(p, syms[i].name, &size, &m, &ambiguous);
-
-		if (!a)
-			return fail(err, errlen, -ENOENT, "no symbol %s in the process",
-				    syms[i].name);
-		if (ambiguous)
-			return fail(err, errlen, -ENOTUNIQ, "several static symbols are called %s",
-				    syms[i].name);
-		syms[i].addr = (void *)a;
-	}
-	return 0;
+	ftpad_free(w);
+	return e;
 }
 
 int ftpad_patch_prepare(const char *path, struct ftpad_patch_prep *prep, char *err, size_t errlen)
@@ -649,11 +793,19 @@ void ftpad_patch_finish(struct ftpad_patch_prep *prep, bool unload)
 	if (prep->revert && !prep->result) {
 		/* No call starts in the patch any more; the tool checked that
 		 * no thread was in it when it switched (unload). */
-		if (unload)
+		if (unload) {
+			ftpad_lock_take();
+			release_stubs(p);
+			ftpad_lock_give();
 			dlclose(p->handle);
+		}
 		unpin_modules(p);
 		ftpad_free(p);
 	} else if (!prep->revert && prep->result && !prep->switched) {
+		/* No pad led to its stubs. */
+		ftpad_lock_take();
+		release_stubs(p);
+		ftpad_lock_give();
 		unpin_modules(p);
 		dlclose(p->handle);
 		ftpad_free(p);

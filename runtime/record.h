@@ -9,7 +9,9 @@
  *   FTPAD_RECORD=DIR            the trace directory (made by `ftpad record`)
  *   FTPAD_RECORD_FILTER=globs   record these functions (default: all)
  *   FTPAD_RECORD_NOTRACE=globs  ... but not these
- *   FTPAD_RECORD_SIZE=bytes     cap on the trace's event bytes, all its processes (1 GiB)
+ *   FTPAD_RECORD_SIZE=bytes     cap on the trace's event bytes, all its processes
+ *                               (default: while FTPAD_RECORD_MIN_FREE % of its file
+ *                               system stays free, 10)
  *   FTPAD_RECORD_CHUNK=n        events per chunk (default 4096: 64 KiB)
  *   FTPAD_RECORD_CHUNKS=n       chunks in the pool (default 256: 16 MiB)
  *   FTPAD_RECORD_DEPTH=n        only frames up to depth n per thread
@@ -64,14 +66,20 @@ struct chunk {
 struct rthread {
 	struct rthread *next; /* all threads, for the final flush */
 	struct chunk *cur;
-	uint64_t lost;        /* dropped since its last LOST event */
+	/* dropped since its last LOST event, per cause (enum
+	 * ftpad_lost_cause), and the clock at the first of each */
+	uint64_t lost[FTPAD_LOST_CAUSES];
 	uint64_t events, dropped;
+	unsigned refused;     /* make_room()'s last refusal: its cause */
 	uint32_t depth;       /* frames open, as --depth counts them */
 	uint32_t *open_sp;    /* --depth: sp of the open frames 1..max_depth */
 	int busy;             /* in record_event(): a signal handler's events drop */
 	uint64_t fast_events; /* written by the fast path (trampoline_x86_64.S) */
 	int pending;          /* the fast path holds a slot of cur: keep cur */
-	uint64_t lost_since;  /* the clock at the first of the lost ones */
+	uint64_t lost_since[FTPAD_LOST_CAUSES];
+	uint64_t handed_last; /* the time of the last event handed to the writer */
+	/* every drop of the trace, per cause, and the clock at the first */
+	uint64_t dropped_by[FTPAD_LOST_CAUSES], first_drop[FTPAD_LOST_CAUSES];
 	pid_t tid;
 	char comm[16];
 	/* record_event() between its first and last step: the slot it takes
@@ -88,6 +96,7 @@ struct rthread {
 	 * error that kept them out (counted as dropped). */
 	uint64_t unwritten;
 	int unwritten_err;
+	uint64_t unwritten_since; /* the clock at the first */
 	/* The thread ended: its file closes once its events are written
 	 * (ending: the writer saw it in ended_threads; last_chunk: its last
 	 * in the chunks the writer has in hand). */
@@ -132,9 +141,10 @@ extern uint64_t *reserved RECORD_SHARED(reserved);
 extern uint32_t max_depth RECORD_SHARED(max_depth);
 extern uint64_t min_ticks RECORD_SHARED(min_ticks);
 /* Raw clone(CLONE_VM) children that may share a thread's self (atomic),
- * and their events, dropped (atomic). */
+ * and their events, dropped (atomic), since the clock at the first. */
 extern int foreign_clones RECORD_SHARED(foreign_clones);
 extern uint64_t foreign_drops RECORD_SHARED(foreign_drops);
+extern uint64_t foreign_first RECORD_SHARED(foreign_first);
 extern pthread_key_t thread_key RECORD_SHARED(thread_key);
 /* atomic list head: threads that ended since the writer last looked */
 extern struct rthread *ended_threads RECORD_SHARED(ended_threads);
@@ -149,7 +159,19 @@ void hand_over(struct rthread *t) RECORD_SHARED(hand_over);
 void forget_thread_at_exit(void *arg) RECORD_SHARED(forget_thread_at_exit);
 struct rthread *thread_start(void) RECORD_SHARED(thread_start);
 bool make_room(struct rthread *t) RECORD_SHARED(make_room);
-void count_drop(struct rthread *t) RECORD_SHARED(count_drop);
+void count_drop(struct rthread *t, unsigned cause) RECORD_SHARED(count_drop);
+void count_drops(struct rthread *t, unsigned cause, uint64_t n, uint64_t since)
+	RECORD_SHARED(count_drops);
+/* The thread's LOST events, one per cause it dropped events for, into c
+ * while it has room; the rest stay for the next chunk. */
+void put_lost(struct rthread *t, struct chunk *c, uint32_t room) RECORD_SHARED(put_lost);
+/* --size sets a fixed cap (no free-space limit then). */
+bool size_capped(void) RECORD_SHARED(size_capped);
+/* The default cap: the reserved count past which the share of the file
+ * system kept free (min_free_percent) is reached (atomic; record_writer.c's
+ * check_free_space() sets it). */
+extern uint64_t space_limit RECORD_SHARED(space_limit);
+extern unsigned min_free_percent RECORD_SHARED(min_free_percent);
 void write_event(struct rthread *t, struct chunk *c, struct ftpad_event ev)
 	RECORD_SHARED(write_event);
 void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries_only)
@@ -170,6 +192,8 @@ extern int writer_running RECORD_SHARED(writer_running);
 extern int sites_fd RECORD_SHARED(sites_fd); /* <image>/sites */
 
 void open_trace_dir(void) RECORD_SHARED(open_trace_dir);
+/* The trace directory's descriptor (opened again if lost), or -1. */
+int record_trace_dir(void) RECORD_SHARED(record_trace_dir);
 void write_all(int fd, const void *buf, size_t len) RECORD_SHARED(write_all);
 void start_writer(void) RECORD_SHARED(start_writer);
 /* The writer's encoder sized for chunk_events (after set_pool()); not
@@ -187,8 +211,12 @@ void copy_sites(const char *from_image) RECORD_SHARED(copy_sites);
 void close_trace_files(void) RECORD_SHARED(close_trace_files);
 void end_thread(void *arg) RECORD_SHARED(end_thread);
 void append_unwritten(void) RECORD_SHARED(append_unwritten);
+void append_drops(uint64_t held, uint64_t held_at) RECORD_SHARED(append_drops);
 void check_sites_fd(void) RECORD_SHARED(check_sites_fd);
 void map_budget(bool fresh) RECORD_SHARED(map_budget);
+/* The free space the default cap keeps (no --size): looked at by the
+ * writer a few times a second, not per event. */
+void check_free_space(void) RECORD_SHARED(check_free_space);
 
 /* ---- record_ids.c ---- */
 

@@ -53,10 +53,10 @@ static uint64_t budget = UINT64_MAX; /* event bytes */
 uint64_t own_reserved;
 uint64_t *reserved = &own_reserved;
 
-/* Without FTPAD_RECORD_SIZE (--size): a trace nobody ends (a tool that
- * missed its Ctrl-C, a program that runs for ever) must not fill the
- * disk; past this, events are dropped and counted like any others. */
-#define DEFAULT_BUDGET (1024ull << 20)
+/* The reserved count past which the free space kept (check_free_space())
+ * is reached (atomic); no limit with --size. */
+uint64_t space_limit = UINT64_MAX;
+unsigned min_free_percent = 10;
 pthread_key_t thread_key;
 
 /*
@@ -80,7 +80,7 @@ uint64_t min_ticks;
  * dropped and counted here (atomic), never written into that thread's
  * chunk. */
 int foreign_clones;
-uint64_t foreign_drops;
+uint64_t foreign_drops, foreign_first;
 
 static struct chunk *chunk_at(uint32_t index)
 {
@@ -145,18 +145,22 @@ static void put_full(struct chunk *c)
 		wake_writer();
 }
 
-/* A chunk within the --size budget, or NULL. */
-static struct chunk *new_chunk(struct rthread *t)
+/* A chunk within the --size budget and the free space kept, or NULL
+ * with *cause saying which stood in the way. */
+static struct chunk *new_chunk(struct rthread *t, unsigned *cause)
 {
 	uint64_t bytes = chunk_events * sizeof(struct ftpad_event);
+	uint64_t now = __atomic_add_fetch(reserved, bytes, __ATOMIC_RELAXED);
 	struct chunk *c;
 
-	if (__atomic_add_fetch(reserved, bytes, __ATOMIC_RELAXED) > budget) {
+	if (now > budget || now > __atomic_load_n(&space_limit, __ATOMIC_RELAXED)) {
+		*cause = now > budget ? FTPAD_LOST_SIZE_CAP : FTPAD_LOST_FREE_SPACE;
 		__atomic_sub_fetch(reserved, bytes, __ATOMIC_RELAXED);
 		return NULL;
 	}
 	c = take_free();
 	if (!c) {
+		*cause = FTPAD_LOST_BUFFER_FULL;
 		__atomic_sub_fetch(reserved, bytes, __ATOMIC_RELAXED);
 		return NULL;
 	}
@@ -172,11 +176,9 @@ void hand_over(struct rthread *t)
 
 	if (!c)
 		return;
-	if (t->lost) {
-		c->ev[c->n++] = (struct ftpad_event){ ftpad_trace_clock(),
-			ftpad_event_what(FTPAD_EVENT_LOST, 0), (uint32_t)t->lost };
-		t->lost = 0;
-	}
+	put_lost(t, c, chunk_events);
+	if (c->n)
+		t->handed_last = c->ev[c->n - 1].time;
 	t->cur = NULL;
 	put_full(c);
 }
@@ -226,17 +228,20 @@ struct rthread *thread_start(void)
  * is not handed over before the slot is written. */
 bool make_room(struct rthread *t)
 {
-	if (t->pending)
+	unsigned cause = FTPAD_LOST_BUFFER_FULL;
+
+	if (t->pending) {
+		t->refused = FTPAD_LOST_REENTERED;
 		return false;
-	hand_over(t);
-	t->cur = new_chunk(t);
-	if (!t->cur)
-		return false;
-	if (t->lost) {
-		t->cur->ev[t->cur->n++] = (struct ftpad_event){ ftpad_trace_clock(),
-			ftpad_event_what(FTPAD_EVENT_LOST, 0), (uint32_t)t->lost };
-		t->lost = 0;
 	}
+	hand_over(t);
+	t->cur = new_chunk(t, &cause);
+	if (!t->cur) {
+		t->refused = cause;
+		return false;
+	}
+	/* One slot stays for the event that asked for room. */
+	put_lost(t, t->cur, chunk_events - 1);
 	return true;
 }
 
@@ -341,13 +346,46 @@ static bool filters_keep(struct rthread *t, unsigned kind, uint32_t sp, bool ent
 	return !(min_ticks && is_exit && took_entry_back(t, sp));
 }
 
-/* One event the thread could not keep: counted, and said by the next
- * LOST event. */
-void count_drop(struct rthread *t)
+/* n events the thread could not keep, for cause, the first of them at
+ * the clock's since: counted, and said by the next LOST event. */
+void count_drops(struct rthread *t, unsigned cause, uint64_t n, uint64_t since)
 {
-	if (!t->lost++)
-		t->lost_since = ftpad_trace_clock();
-	t->dropped++;
+	if (!n)
+		return;
+	if (!t->lost[cause])
+		t->lost_since[cause] = since;
+	if (!t->dropped_by[cause])
+		t->first_drop[cause] = since;
+	t->lost[cause] += n;
+	t->dropped_by[cause] += n;
+	t->dropped += n;
+}
+
+void count_drop(struct rthread *t, unsigned cause)
+{
+	count_drops(t, cause, 1, ftpad_trace_clock());
+}
+
+/* A LOST event is dated at the first of its drops, but never before an
+ * event before it in the file (a signal handler's drop comes before the
+ * rest of the interrupted chunk): the file stays in time order.  It says
+ * at most UINT32_MAX drops: more take several. */
+void put_lost(struct rthread *t, struct chunk *c, uint32_t room)
+{
+	uint64_t not_before = c->n ? c->ev[c->n - 1].time : t->handed_last;
+
+	for (unsigned cause = 0; cause < FTPAD_LOST_CAUSES; cause++) {
+		while (t->lost[cause] && c->n < room) {
+			uint32_t n = t->lost[cause] > UINT32_MAX ? UINT32_MAX
+								   : (uint32_t)t->lost[cause];
+			uint64_t at = t->lost_since[cause] > not_before ? t->lost_since[cause]
+									 : not_before;
+
+			c->ev[c->n++] = (struct ftpad_event){ at,
+				ftpad_event_what(FTPAD_EVENT_LOST, cause), n };
+			t->lost[cause] -= n;
+		}
+	}
 }
 
 /*
@@ -387,13 +425,17 @@ void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries_only)
 		return;
 	if (__builtin_expect(__atomic_load_n(&foreign_clones, __ATOMIC_RELAXED), 0) &&
 	    t->tid != gettid()) {
-		__atomic_add_fetch(&foreign_drops, 1, __ATOMIC_RELAXED);
+		uint64_t none = 0;
+
+		if (__atomic_add_fetch(&foreign_drops, 1, __ATOMIC_RELAXED) == 1)
+			__atomic_compare_exchange_n(&foreign_first, &none, ftpad_trace_clock(),
+						    false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 		return;
 	}
 	/* A signal handler that interrupted this very function: dropped,
 	 * counted (the interrupted event owns the chunk). */
 	if (t->busy++) {
-		count_drop(t);
+		count_drop(t, FTPAD_LOST_REENTERED);
 		t->busy--;
 		return;
 	}
@@ -402,7 +444,7 @@ void record_event(unsigned kind, uint32_t site, uint32_t sp, bool entries_only)
 		/* filtered out: neither written nor dropped */
 	} else if (c = t->cur, __builtin_expect(!c || c->n >= chunk_events - 1, 0) &&
 				    (!make_room(t) || !(c = t->cur))) {
-		count_drop(t);
+		count_drop(t, t->refused);
 	} else {
 		write_event(t, c, (struct ftpad_event){ ftpad_trace_clock(),
 							ftpad_event_what(kind, site), sp });
@@ -449,6 +491,11 @@ void set_filters(void)
 		min_ticks = 1;
 }
 
+bool size_capped(void)
+{
+	return budget != UINT64_MAX;
+}
+
 /* The chunks, every one free; a session after another reuses the pool of
  * the one before when its size is the same. */
 bool set_pool(void)
@@ -457,7 +504,11 @@ bool set_pool(void)
 	size_t n = setting_size(FTPAD_ENV_RECORD_CHUNKS, 256, 1);
 	size_t size = (sizeof(struct chunk) + events * sizeof(struct ftpad_event) + 63) & ~63ul;
 
-	budget = setting_size(FTPAD_ENV_RECORD_SIZE, DEFAULT_BUDGET, 0);
+	budget = setting_size(FTPAD_ENV_RECORD_SIZE, UINT64_MAX, 0);
+	min_free_percent = setting_size(FTPAD_ENV_RECORD_MIN_FREE, 10, 0);
+	if (min_free_percent > 100)
+		min_free_percent = 100;
+	space_limit = UINT64_MAX;
 	ftpad_record_fast_limit = events - 1 > UINT32_MAX ? UINT32_MAX : events - 1;
 	if (pool && (size != chunk_size || n != nchunks)) {
 		munmap(pool, chunk_size * nchunks);
@@ -492,8 +543,11 @@ bool reset_threads(void)
 {
 	for (struct rthread *t = threads; t; t = t->next) {
 		t->cur = NULL;
-		t->lost = t->events = t->fast_events = t->dropped = 0;
-		t->lost_since = 0;
+		t->events = t->fast_events = t->dropped = 0;
+		memset(t->lost, 0, sizeof(t->lost));
+		memset(t->dropped_by, 0, sizeof(t->dropped_by));
+		t->unwritten_since = 0;
+		t->handed_last = 0;
 		t->depth = 0;
 		t->fd.fd = -1;
 		t->file = 0;

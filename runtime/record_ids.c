@@ -295,7 +295,7 @@ static void record_site(unsigned kind, const struct ftpad_site *s, struct ftpad_
 
 	if (id < 0) {
 		if (self)
-			count_drop(self);
+			count_drop(self, FTPAD_LOST_NO_ID);
 		return;
 	}
 	record_event(kind, (uint32_t)id, (uint32_t)ftpad_regs_get_stack_pointer(regs),

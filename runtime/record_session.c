@@ -44,6 +44,7 @@ static void write_stats_held(const struct ftpad_stats *st, uint64_t held)
 		 (unsigned long long)tot.fast);
 	append_image(text);
 	append_unwritten();
+	append_drops(held, held ? ftpad_trace_clock() : 0);
 	clock_sync();
 }
 
@@ -130,14 +131,14 @@ static void settle_open_event(struct rthread *t, const void *uc)
 
 	if (c && ftpad_arch_record_slot_open(uc)) {
 		c->n--; /* the fast path's: reserved, maybe half written */
-		count_drop(t);
+		count_drop(t, FTPAD_LOST_CUT);
 	} else if (c && t->open) {
 		bool in = c->n == t->open_index + 1, counted = t->events != t->events_at_open;
 
 		if (counted && !in)
 			t->events--;
 		if (!in)
-			count_drop(t);
+			count_drop(t, FTPAD_LOST_CUT);
 		t->open = 0;
 	}
 }
@@ -363,9 +364,7 @@ static void take_early(void)
 	t = self ? self : thread_start();
 	if (!t)
 		return;
-	if (dropped && !t->lost)
-		t->lost_since = ftpad_trace_clock();
-	t->lost += dropped, t->dropped += dropped;
+	count_drops(t, FTPAD_LOST_EARLY, dropped, ftpad_trace_clock());
 	for (size_t i = 0; i < n; i++) {
 		const struct ftpad_site *s = e[i].exit_site ? e[i].exit_site
 							    : ftpad_site_by_entry(e[i].ip);
@@ -374,8 +373,12 @@ static void take_early(void)
 				: ftpad_site_kind(s) == FTPAD_SITE_KIND_TAIL_EXIT ? FTPAD_EVENT_TAIL_EXIT
 										   : FTPAD_EVENT_EXIT;
 
-		if (id < 0 || ((!t->cur || t->cur->n >= chunk_events - 1) && !make_room(t))) {
-			count_drop(t);
+		if (id < 0) {
+			count_drop(t, FTPAD_LOST_EARLY);
+			continue;
+		}
+		if ((!t->cur || t->cur->n >= chunk_events - 1) && !make_room(t)) {
+			count_drop(t, t->refused);
 			continue;
 		}
 		write_event(t, t->cur, (struct ftpad_event){ e[i].time,
@@ -504,6 +507,7 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	if (err)
 		return err;
 	map_budget(!how);
+	check_free_space(); /* from the first event on; then the writer's */
 	if (!how)
 		write_info_head();
 	clock_sync();

@@ -16,7 +16,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "record.h"
@@ -200,7 +202,7 @@ void open_trace_dir(void)
 	dir_own.fd = fd < 0 ? -1 : fd;
 }
 
-static int trace_dir(void)
+int record_trace_dir(void)
 {
 	if (dir_own.fd < 0 || !ftpad_own_fd_valid(&dir_own, dir_own.fd))
 		open_trace_dir();
@@ -210,7 +212,7 @@ static int trace_dir(void)
 /* rel, a path under the trace directory, opened; -1 with errno. */
 static int open_in_trace(const char *rel, int flags, mode_t mode)
 {
-	int d = trace_dir();
+	int d = record_trace_dir();
 
 	if (d < 0) {
 		errno = ENOENT;
@@ -223,7 +225,7 @@ static int open_in_trace(const char *rel, int flags, mode_t mode)
 static int own_in_trace(struct ftpad_own_fd *o, const char *rel, int flags, mode_t mode,
 			bool same_file)
 {
-	int d = trace_dir();
+	int d = record_trace_dir();
 
 	return d < 0 ? -ENOENT : ftpad_own_fd_openat(o, d, rel, flags, mode, same_file);
 }
@@ -289,7 +291,7 @@ static int open_events(struct rthread *t)
 		err = write_header(t);
 		if (err) { /* no file rather than a headerless one: made again later */
 			close(fd);
-			unlinkat(trace_dir(), path, 0);
+			unlinkat(record_trace_dir(), path, 0);
 			t->fd.fd = -1;
 			t->file = 0;
 		}
@@ -333,8 +335,10 @@ static void put_events(struct rthread *t, const struct ftpad_event *ev, size_t n
 	/* LOST events carry counts already dropped: not events themselves */
 	for (size_t i = done; i < n; i++)
 		t->unwritten += ftpad_event_kind(&ev[i]) != FTPAD_EVENT_LOST;
-	if (!t->unwritten_err)
+	if (!t->unwritten_err) {
 		t->unwritten_err = err;
+		t->unwritten_since = ftpad_trace_clock();
+	}
 }
 
 /* Drops of a thread that got no chunk again (budget spent, no free chunk)
@@ -343,13 +347,19 @@ static void put_events(struct rthread *t, const struct ftpad_event *ev, size_t n
  * thread beyond --size at most). */
 static void write_lost_tail(struct rthread *t)
 {
-	struct ftpad_event e = { t->lost_since, ftpad_event_what(FTPAD_EVENT_LOST, 0),
-				 (uint32_t)t->lost };
+	_Alignas(struct chunk) char room[sizeof(struct chunk) +
+					 FTPAD_LOST_CAUSES * sizeof(struct ftpad_event)];
+	struct chunk *tail = (struct chunk *)room;
 
-	if (!t->lost || t->cur)
+	if (t->cur)
 		return;
-	put_events(t, &e, 1);
-	t->lost = 0;
+	for (;;) { /* a count beyond UINT32_MAX takes more than one */
+		tail->n = 0;
+		put_lost(t, tail, FTPAD_LOST_CAUSES);
+		if (!tail->n)
+			return;
+		put_events(t, tail->ev, tail->n);
+	}
 }
 
 /* A thread that ended, its events written: the last LOST count, and its
@@ -434,11 +444,71 @@ static void writer_pause(void)
 	__atomic_store_n(&writer_asleep, 0, __ATOMIC_RELAXED);
 }
 
+/*
+ * The default cap (no --size): a trace nobody ends must not fill its
+ * disk.  The writer looks at the trace's file system a few times a second
+ * (statvfs: far too slow per event) and turns the room left above the
+ * share kept free into a limit on the reserved count, which new_chunk()
+ * checks as it does --size.  The events reserved but not written yet are
+ * not in the free space: the whole pool is counted as such.  Every
+ * process of the trace looks for itself, so between two looks they may
+ * take that room once each: the share kept free absorbs it.
+ */
+void check_free_space(void)
+{
+	struct statvfs fs;
+	int d = record_trace_dir();
+	uint64_t pool_bytes = nchunks * chunk_events * sizeof(struct ftpad_event);
+	uint64_t keep, avail, limit;
+
+	if (size_capped() || d < 0 || fstatvfs(d, &fs) || !fs.f_blocks)
+		return;
+	keep = (uint64_t)fs.f_blocks * min_free_percent / 100;
+	avail = fs.f_bavail > keep ? ((uint64_t)fs.f_bavail - keep) * fs.f_frsize : 0;
+	/* Reserved but not written yet, at most the pool: not in f_bavail */
+	avail = avail > pool_bytes ? avail - pool_bytes : 0;
+	limit = __atomic_load_n(reserved, __ATOMIC_RELAXED) + avail;
+	__atomic_store_n(&space_limit, limit, __ATOMIC_RELAXED);
+}
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Between drains, a few times a second: the free space the default cap
+ * keeps (check_free_space()), and a clock point into info, so that a
+ * viewer of a trace still being written (ftpad live) converts its times
+ * from the first second on: every second for the first minute, then
+ * every minute (the clock's rate is known well by then, and info stays
+ * small).
+ */
+static void writer_chores(uint64_t start, uint64_t *next_space, uint64_t *next_sync)
+{
+	uint64_t now = monotonic_ms();
+
+	if (now >= *next_space) {
+		check_free_space();
+		*next_space = now + 250;
+	}
+	if (now >= *next_sync) {
+		clock_sync();
+		*next_sync = now + (now - start < 60000 ? 1000 : 60000);
+	}
+}
+
 static void *writer_main(void *arg)
 {
+	uint64_t start = monotonic_ms(), next_space = start, next_sync = start + 1000;
+
 	(void)arg;
 	while (!__atomic_load_n(&stopping, __ATOMIC_RELAXED)) {
 		drain();
+		writer_chores(start, &next_space, &next_sync);
 		writer_pause();
 	}
 	return NULL;
@@ -566,7 +636,7 @@ static void read_cmdline(char *out, size_t size)
  * continues). */
 static int make_image_dir(void)
 {
-	int pid, n, d = trace_dir();
+	int pid, n, d = record_trace_dir();
 
 	if (sscanf(image, "%d.%d", &pid, &n) != 2)
 		return -1;
@@ -711,14 +781,62 @@ void append_unwritten(void)
 		if (!t->unwritten)
 			continue;
 		events_path(path, sizeof(path), t, t->file ? t->file : 1);
-		snprintf(line, sizeof(line), "lost_write=%s %llu %s\n", strrchr(path, '/') + 1,
-			 (unsigned long long)t->unwritten, errno_name(t->unwritten_err));
+		snprintf(line, sizeof(line), "lost_write=%s %llu %s %llu\n", strrchr(path, '/') + 1,
+			 (unsigned long long)t->unwritten, errno_name(t->unwritten_err),
+			 (unsigned long long)t->unwritten_since);
 		append_image(line);
 		sum += t->unwritten;
 	}
 	pthread_mutex_unlock(&write_lock);
 	if (sum) {
 		snprintf(line, sizeof(line), "unwritten=%llu\n", (unsigned long long)sum);
+		append_image(line);
+	}
+}
+
+/* A write's errno as a cause of drops. */
+static unsigned write_cause(int err)
+{
+	return err == ENOSPC || err == EDQUOT || err == EFBIG ? FTPAD_LOST_DISK_FULL
+							     : FTPAD_LOST_WRITE_ERROR;
+}
+
+static void add_drops(uint64_t *count, uint64_t *first, unsigned cause, uint64_t n,
+		      uint64_t since)
+{
+	if (!n)
+		return;
+	if (!count[cause] || since < first[cause])
+		first[cause] = since;
+	count[cause] += n;
+}
+
+/* The image's end, after its totals: its drops per cause, with the clock
+ * at the first of each (dropped_by=CAUSE COUNT TICKS), whose counts add
+ * up to dropped=.  held: events other threads held at an exec, dropped
+ * then, at the clock's held_at. */
+void append_drops(uint64_t held, uint64_t held_at)
+{
+	uint64_t count[FTPAD_LOST_CAUSES] = { 0 }, first[FTPAD_LOST_CAUSES] = { 0 };
+	char line[128];
+
+	pthread_mutex_lock(&write_lock);
+	for (struct rthread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+		for (unsigned c = 0; c < FTPAD_LOST_CAUSES; c++)
+			add_drops(count, first, c, t->dropped_by[c], t->first_drop[c]);
+		add_drops(count, first, write_cause(t->unwritten_err), t->unwritten,
+			  t->unwritten_since);
+	}
+	pthread_mutex_unlock(&write_lock);
+	add_drops(count, first, FTPAD_LOST_FOREIGN_CLONE,
+		  __atomic_load_n(&foreign_drops, __ATOMIC_RELAXED),
+		  __atomic_load_n(&foreign_first, __ATOMIC_RELAXED));
+	add_drops(count, first, FTPAD_LOST_CUT, held, held_at);
+	for (unsigned c = 0; c < FTPAD_LOST_CAUSES; c++) {
+		if (!count[c])
+			continue;
+		snprintf(line, sizeof(line), "dropped_by=%s %llu %llu\n", ftpad_lost_cause_name(c),
+			 (unsigned long long)count[c], (unsigned long long)first[c]);
 		append_image(line);
 	}
 }

@@ -12,8 +12,10 @@ set -euo pipefail
 # The build, and what examples/demo.sh runs (gcc, nm, objdump).  `make demo`
 # installs these alone, so that a fresh machine shows the demo in minutes
 # rather than after the whole test suite's compilers, QEMU and Chromium.
+# zlib1g-dev: `ftpad dump --pprof` gzips its profile (libelf-dev brings it
+# too, but the build uses it by name).
 demo_packages=(
-  cmake make gcc g++ gcc-12-plugin-dev libelf-dev pkg-config binutils
+  cmake make gcc g++ gcc-12-plugin-dev libelf-dev zlib1g-dev pkg-config binutils
   # the recorder compresses its events files and the viewers read them
   # back (docs/dependencies.md): the build links libzstd
   libzstd-dev
@@ -93,8 +95,11 @@ packages=("${demo_packages[@]}")
   groff-base man-db
   # strace shows libftpad's writes and membarriers (tests/runtime/test_runtime_text.py)
   strace
-  # protoc --decode_raw reads `ftpad dump --perfetto`'s file (tests/trace/test_trace_view.py)
+  # protoc decodes `ftpad dump --perfetto`'s file with Perfetto's schema
+  # (tests/trace/test_perfetto.py)
   protobuf-compiler
+  # go tool pprof reads `ftpad dump --pprof`'s profile (tests/trace/test_pprof.py)
+  golang-go
   # the Debian packages (debian/, tests/packaging/test_debian.py): dpkg-buildpackage
   # with debhelper builds them (fakeroot for a build as a normal user),
   # lintian checks them, and debootstrap makes the throwaway Debian 12 chroot

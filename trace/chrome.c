@@ -78,6 +78,10 @@ static void chrome_lost(struct tree_walk *w, uint32_t count, int64_t time)
 		out_str(c->o, ",\"not_written\":\"");
 		out_str(c->o, w->lost_cause);
 		out_char(c->o, '"');
+	} else { /* a fixed text: nothing to escape either */
+		out_str(c->o, ",\"cause\":\"");
+		out_str(c->o, tree_lost_text(w->lost_why));
+		out_char(c->o, '"');
 	}
 	out_char(c->o, '}');
 	out_str(c->o, c->pid_tid);
@@ -133,6 +137,7 @@ int trace_dump_chrome(struct trace *t, const char *path)
 		}
 	}
 	out_str(c.o, "\n]}\n");
+	tree_stats_say_lost(t, &w.total);
 	tree_walk_free(&w);
 	return out_close(c.o) ? 1 : 0;
 }

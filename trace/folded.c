@@ -73,11 +73,25 @@ static uint32_t path_of(struct folded *fd, uint32_t parent, uint32_t sym)
 
 static void folded_open(struct tree_walk *w, struct tree_frame *f)
 {
+	struct folded *fd = w->ctx;
 	uint32_t parent = w->depth > 1 ? w->stack[w->depth - 2].user : TRACE_NONE;
 	uint32_t sym = f->func == TRACE_NONE ? trace_signal_sym(w->trace, f->signo)
 					     : w->trace->funcs[f->func].sym;
 
-	f->user = path_of(w->ctx, parent, sym);
+	f->user = path_of(fd, parent, sym);
+	fd->paths[f->user].calls++;
+}
+
+/* A call with no time: a path of its own, which no folded line or flame
+ * frame shows (they show time), but whose calls pprof counts. */
+static void folded_entry_only(struct tree_walk *w, uint32_t func, int64_t time)
+{
+	struct folded *fd = w->ctx;
+	uint32_t parent = w->depth ? w->stack[w->depth - 1].user : TRACE_NONE;
+	uint32_t path = path_of(fd, parent, w->trace->funcs[func].sym); /* may move fd->paths */
+
+	(void)time;
+	fd->paths[path].calls++;
 }
 
 static void folded_close(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how)
@@ -91,6 +105,7 @@ static void folded_close(struct tree_walk *w, struct tree_frame *f, int64_t end,
 static const struct tree_ops folded_ops = {
 	.open = folded_open,
 	.close = folded_close,
+	.entry_only = folded_entry_only,
 };
 
 /* "main;f;g" of path i: its names from the root down. */
@@ -153,6 +168,7 @@ size_t trace_collect_paths(struct trace *t, struct trace_path **paths)
 
 	tree_walk_init(&w, t, &folded_ops, &fd);
 	tree_walk_all(&w);
+	tree_stats_say_lost(t, &w.total); /* no room for it in the folded lines */
 	tree_walk_free(&w);
 	free(fd.slots);
 	*paths = fd.paths;

@@ -4,9 +4,12 @@
  *
  * Each refresh opens the directory afresh and walks it whole (at tens of
  * millions of events a second this is cheap, and it needs no state that a
- * growing file could put out of step).  It stops after --iterations, or
- * once the trace is finished: info has its closing `exit=` line, or the
- * program it started has ended.  With `-- PROG` it runs
+ * growing file could put out of step).  It follows `ftpad record` and
+ * `ftpad attach` as they write (the trace has its name from the start,
+ * and info says state=recording, and by whom), waiting a few seconds for
+ * the directory to appear.  It stops after --iterations, or once the
+ * trace is finished (info's last state=), or its recorder is gone without
+ * finishing it, or the program it started has ended.  With `-- PROG` it runs
  * `ftpad record -o TMPDIR -- PROG ARGS` itself and follows TMPDIR, which it
  * keeps for replay.
  */
@@ -35,29 +38,6 @@ struct live_opts {
 	unsigned open_flags; /* TRACE_OPEN_RAW_NAMES */
 };
 
-/* Has the recorder written its summary (docs/format.md: `exit=` at the
- * end)?  1 or 0; -1 after saying why when info is there but is not a file
- * a trace has (a FIFO, a symbolic link): such a trace will never finish. */
-static int trace_finished(const char *dir)
-{
-	char path[4096], *text, *line, *save = NULL;
-	const char *why = NULL;
-	int done = 0;
-
-	snprintf(path, sizeof(path), "%s/info", dir);
-	text = trace_slurp(path, NULL, &why);
-	if (!text) {
-		if (errno == ENOENT)
-			return 0;
-		fprintf(stderr, "ftpad: error: %s: %s\n", path, why);
-		return -1;
-	}
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		done |= !strncmp(line, "exit=", 5);
-	free(text);
-	return done;
-}
-
 static size_t screen_rows(const struct live_opts *o)
 {
 	struct winsize ws;
@@ -69,28 +49,30 @@ static size_t screen_rows(const struct live_opts *o)
 	return 20;
 }
 
-/* One screen; -1 if the trace could not be opened (said on stderr). */
-static int refresh(const struct live_opts *o, long iteration, int last)
+/* One screen; -1 if the trace could not be opened (said on stderr).
+ * how: "" while the trace is being written (its files may end in a piece
+ * not written yet: read quietly), else what it is now. */
+static int refresh(const struct live_opts *o, long iteration, const char *how)
 {
 	struct out *out = out_open(NULL);
 	struct stats_walk s;
 	struct tree_stats total;
 	struct trace t;
 	uint32_t *order;
-	char said[256];
+	char said[1024];
 	size_t n;
 
 	if (o->tty)
 		out_str(out, "\033[H\033[J");
 	out_str(out, "ftpad live: ");
 	out_str(out, o->dir);
-	out_str(out, last ? " (finished)" : "");
+	out_str(out, how);
 	out_str(out, ", refresh ");
 	out_u64(out, (uint64_t)iteration);
 	out_char(out, '\n');
 	snprintf(said, sizeof(said), "%s/info", o->dir);
 	/* Until the recorder's summary is there, files may be half written. */
-	if (access(said, F_OK) || trace_open(&t, o->dir, o->open_flags | (trace_finished(o->dir) > 0 ? 0 : TRACE_OPEN_QUIET))) {
+	if (access(said, F_OK) || trace_open(&t, o->dir, o->open_flags | (*how ? 0 : TRACE_OPEN_QUIET))) {
 		if (!access(said, F_OK))
 			trace_close(&t); /* what it had mapped before it failed */
 		out_str(out, "  (no trace yet)\n");
@@ -148,26 +130,48 @@ static pid_t start_record(const struct live_opts *o)
 	return pid;
 }
 
+/* How long `ftpad live DIR` waits for a recording to make DIR and its
+ * info: the recorder starts in the same moment, on a busy machine. */
+#define APPEAR_MS 10000
+
+/*
+ * Refreshes until the trace is finished (child: the recording this live
+ * started, which finishes it as it ends), or its recorder is gone without
+ * finishing it, or --iterations; never for ever.
+ */
 static int follow(struct live_opts *o, pid_t child)
 {
-	int status = 0, done = 0, finished = 0;
-	long i;
+	enum trace_state state = TRACE_STATE_NOT_THERE;
+	long i, waited = 0;
+	int status = 0, done = 0;
 
 	for (i = 1; !done; i++) {
 		if (child > 0 && waitpid(child, &status, WNOHANG) == child)
 			child = 0, done = 1;
-		if (child < 0 && (finished = trace_finished(o->dir)))
-			done = 1;
+		if (child < 0) {
+			state = trace_state(o->dir);
+			done = state >= TRACE_STATE_FINISHED;
+			if (state == TRACE_STATE_NOT_THERE && (waited += o->interval_ms) > APPEAR_MS) {
+				fprintf(stderr, "ftpad: error: %s: no trace appeared in %d s\n",
+					o->dir, APPEAR_MS / 1000);
+				return 1;
+			}
+		}
 		if (o->iterations && i >= o->iterations)
 			done = 1;
-		if (finished < 0)
+		if (state == TRACE_STATE_BROKEN)
 			return 1; /* not a trace: nothing to show */
 		/* A finished trace that cannot be read will not get better. */
-		if (refresh(o, i, done) && finished > 0)
+		if (refresh(o, i, child == 0 || state == TRACE_STATE_FINISHED ? " (finished)"
+				  : state == TRACE_STATE_ABANDONED ? " (incomplete)" : "") &&
+		    state >= TRACE_STATE_FINISHED)
 			return 1;
 		if (!done)
 			sleep_ms(o->interval_ms);
 	}
+	if (state == TRACE_STATE_ABANDONED)
+		fprintf(stderr, "ftpad: warning: %s: its recorder ended without finishing it: "
+			"incomplete\n", o->dir);
 	if (child > 0)
 		waitpid(child, &status, 0);
 	if (!o->dir || child < 0)
@@ -241,7 +245,10 @@ int trace_cmd_live(int argc, char **argv)
 	if (optind < argc - 1)
 		return trace_usage_error("live: want a trace directory (default %s), or -- PROG ARGS",
 					 TRACE_DEFAULT_DIR);
-	if (access(o.dir, F_OK))
-		return fprintf(stderr, "ftpad: error: %s: %s\n", o.dir, strerror(errno)), 1;
+	for (long waited = 0; access(o.dir, F_OK); waited += 100) {
+		if (errno != ENOENT || waited >= APPEAR_MS)
+			return fprintf(stderr, "ftpad: error: %s: %s\n", o.dir, strerror(errno)), 1;
+		sleep_ms(100); /* a recording about to start */
+	}
 	return follow(&o, -1);
 }

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "reader.h"
+#include "ftpad_clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -292,6 +293,47 @@ static int parse_clock_sync(struct trace *t, const char *path, const char *v, ui
 	return 0;
 }
 
+unsigned long long trace_process_start(int pid)
+{
+	char path[64], stat[1024], *end;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : read(fd, stat, sizeof(stat) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	stat[n] = 0;
+	/* after the name, which may hold anything: the 22nd field is the 20th */
+	end = strrchr(stat, ')');
+	if (!end || sscanf(end + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+			     "%*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+int trace_recorder_alive(const struct trace *t)
+{
+	return t->recording && t->recorder_pid > 0 &&
+	       trace_process_start(t->recorder_pid) == t->recorder_start;
+}
+
+/* A trace being recorded on this machine (its recorder runs here) in its
+ * first second has one clock point: now is the second, read here (the
+ * clock counts the same in every process of the machine). */
+static void add_clock_now(uint64_t pairs[][2], int *npairs)
+{
+	char line[96];
+
+	ftpad_clock_sync_line(line, sizeof(line));
+	if (sscanf(line, "clock_sync=%" SCNu64 " %" SCNu64, &pairs[1][0], &pairs[1][1]) == 2)
+		*npairs = 2;
+}
+
 static int set_clock(struct trace *t, const char *path, uint64_t pairs[][2], int npairs)
 {
 	t->clock = (struct trace_clock){ .mult = 1ull << 32 };
@@ -346,12 +388,18 @@ static int read_info(struct trace *t)
 			replace_str(&t->command, v);
 		else if (!strcmp(line, "attach"))
 			t->attached = 1;
+		else if (!strcmp(line, "state"))
+			t->recording = !strcmp(v, "recording");
+		else if (!strcmp(line, "recorder"))
+			sscanf(v, "%d %llu", &t->recorder_pid, &t->recorder_start);
 		else if (!strcmp(line, "clock_sync"))
 			rc = parse_clock_sync(t, path, v, pairs, &npairs);
 	}
 	if (!rc && format != FTPAD_TRACE_VERSION && format != FTPAD_TRACE_VERSION_RAW)
 		rc = trace_error("%s: trace format %d is not one this ftpad reads (%d, %d)", path,
 				 format, FTPAD_TRACE_VERSION_RAW, FTPAD_TRACE_VERSION);
+	if (!rc && npairs == 1 && trace_recorder_alive(t))
+		add_clock_now(pairs, &npairs);
 	if (!rc)
 		rc = set_clock(t, path, pairs, npairs);
 out:
@@ -368,7 +416,7 @@ static void add_lost_write(struct trace_image *im, const char *v)
 	char file[256];
 	size_t i;
 
-	if (sscanf(v, "%255s %" SCNu64 " %15s", file, &lw.count, lw.cause) != 3)
+	if (sscanf(v, "%255s %" SCNu64 " %15s %" SCNu64, file, &lw.count, lw.cause, &lw.since) < 3)
 		return;
 	for (i = 0; i < im->nlost_writes && strcmp(im->lost_writes[i].file, file); i++)
 		;
@@ -393,6 +441,7 @@ static void match_lost_writes(struct trace_image *im)
 			if (strcmp(base ? base + 1 : th->path, im->lost_writes[i].file))
 				continue;
 			th->unwritten = im->lost_writes[i].count;
+			th->unwritten_since = im->lost_writes[i].since;
 			memcpy(th->unwritten_cause, im->lost_writes[i].cause,
 			       sizeof(th->unwritten_cause));
 		}
@@ -747,6 +796,55 @@ static void find_first_ns(struct trace *t)
 		}
 }
 
+/* info's last state= and recorder=. */
+enum trace_state trace_state(const char *dir)
+{
+	char path[4096], *text, *line, *save = NULL;
+	const char *why = NULL;
+	struct trace t = { 0 };
+
+	snprintf(path, sizeof(path), "%s/info", dir);
+	text = trace_slurp(path, NULL, &why);
+	if (!text) {
+		if (errno == ENOENT)
+			return TRACE_STATE_NOT_THERE;
+		fprintf(stderr, "ftpad: error: %s: %s\n", path, why);
+		return TRACE_STATE_BROKEN;
+	}
+	if (strncmp(text, "format=", 7)) { /* empty: its head is being written */
+		free(text);
+		return TRACE_STATE_NOT_THERE;
+	}
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "state=", 6))
+			t.recording = !strcmp(line + 6, "recording");
+		else
+			sscanf(line, "recorder=%d %llu", &t.recorder_pid, &t.recorder_start);
+	}
+	free(text);
+	if (!t.recording)
+		return TRACE_STATE_FINISHED;
+	return trace_recorder_alive(&t) ? TRACE_STATE_RECORDING : TRACE_STATE_ABANDONED;
+}
+
+/* A trace still marked recording: being written (its files may end in a
+ * half-written piece: read quietly), or left so by a recorder that was
+ * killed, which is said. */
+static void check_recording(struct trace *t)
+{
+	if (!t->recording)
+		return;
+	if (trace_recorder_alive(t)) {
+		if (!t->quiet)
+			trace_warn(t, "%s: still being recorded: read as it is now (ftpad live "
+				   "follows it)", t->dir);
+		t->quiet = 1;
+		return;
+	}
+	trace_warn(t, "%s: incomplete: its recording did not finish (the recorder, pid %d, "
+		   "was killed); read as far as it was written", t->dir, t->recorder_pid);
+}
+
 int trace_open(struct trace *t, const char *dir, unsigned flags)
 {
 	struct stat st;
@@ -760,7 +858,10 @@ int trace_open(struct trace *t, const char *dir, unsigned flags)
 	if (!S_ISDIR(st.st_mode))
 		return trace_error("%s: not a directory (a trace is a directory made by ftpad record)",
 				   dir);
-	if (read_info(t) || read_images(t))
+	if (read_info(t))
+		return -1;
+	check_recording(t);
+	if (read_images(t))
 		return -1;
 	find_first_ns(t);
 	return 0;

@@ -56,12 +56,14 @@ struct trace_thread {
 	 * lost_write=), and the errno name that said why */
 	uint64_t unwritten;
 	char unwritten_cause[16];
+	uint64_t unwritten_since; /* the clock at the first; 0: not said */
 };
 
 struct trace_lost_write {
 	char *file;
 	uint64_t count;
 	char cause[16];
+	uint64_t since; /* the clock at the first (0 in older traces) */
 };
 
 struct trace_image {
@@ -114,6 +116,11 @@ struct trace {
 	int quiet;         /* live: a file being written is not cut short */
 	int raw_names;     /* C++ names as the sites file has them, not demangled */
 	int attached;      /* made by ftpad attach (info's attach=): it ended, the program did not */
+	/* info's last state= is recording: being written, or its recording
+	 * was killed; recorder=PID START says by whom (0: not said) */
+	int recording;
+	int recorder_pid;
+	unsigned long long recorder_start;
 };
 
 enum trace_open_flags {
@@ -122,9 +129,30 @@ enum trace_open_flags {
 };
 
 /* Opens DIR (FLAGS: enum trace_open_flags), or says why not on stderr and
- * returns -1. */
+ * returns -1.  A trace whose recording did not finish (and is not going
+ * on) is read, with a warning. */
 int trace_open(struct trace *t, const char *dir, unsigned flags);
 void trace_close(struct trace *t);
+
+/* Where the recording of the trace is. */
+enum trace_state {
+	TRACE_STATE_NOT_THERE,   /* no info (or no head) yet: the recorder is making it */
+	TRACE_STATE_RECORDING,   /* info says recording, and its recorder runs */
+	TRACE_STATE_FINISHED,    /* info says finished (or nothing: an older trace) */
+	TRACE_STATE_ABANDONED,   /* info says recording, and its recorder is gone */
+	TRACE_STATE_BROKEN,      /* info is not a file a trace has: said */
+};
+
+/* DIR's state from its info's last state= and recorder= (docs/format.md).
+ * A FIFO or a symbolic link put there is never followed (BROKEN, said on
+ * stderr): such a trace will never finish. */
+enum trace_state trace_state(const char *dir);
+
+/* Whether the recorder of a trace still marked recording still runs. */
+int trace_recorder_alive(const struct trace *t);
+/* The start time of process pid (/proc/PID/stat's 22nd field), or 0:
+ * with the pid, it names a process even once the pid is reused. */
+unsigned long long trace_process_start(int pid);
 
 /* Interns a display name (also for marks such as "[signal 10]"). */
 uint32_t trace_sym(struct trace *t, const char *name);

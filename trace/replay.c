@@ -246,7 +246,8 @@ static void replay_lost(struct tree_walk *w, uint32_t count, int64_t time)
 		out_str(r->o, w->lost_cause);
 		out_str(r->o, ") */\n");
 	} else {
-		out_str(r->o, "buffer full */\n");
+		out_str(r->o, tree_lost_text(w->lost_why));
+		out_str(r->o, " */\n");
 	}
 }
 
@@ -334,7 +335,7 @@ int trace_cmd_replay(int argc, char **argv)
 	struct replay r = { 0 };
 	struct tree_walk w;
 	struct trace t;
-	char said[256];
+	char said[1024];
 	int c, rc;
 
 	optind = 1;

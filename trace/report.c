@@ -25,7 +25,7 @@ int trace_cmd_report(int argc, char **argv)
 	struct trace t;
 	struct out *o;
 	uint32_t *order;
-	char said[256];
+	char said[1024];
 	size_t n;
 	const char *dir;
 	int c, rc;

@@ -32,6 +32,12 @@ struct tree_stats {
 	uint64_t running; /* frames open when the attach ended */
 	uint64_t unwritten;         /* events the recorder could not write */
 	char unwritten_cause[16];   /* the first cause: an errno name */
+	int64_t unwritten_first;    /* ns from the trace's zero; -1: not known */
+	/* lost, by the LOST events' causes (enum ftpad_lost_cause; the last
+	 * slot: causes this reader does not know), and the time of the first
+	 * of each, in ns from the trace's zero */
+	uint64_t lost_by[FTPAD_LOST_CAUSES + 1];
+	int64_t lost_first[FTPAD_LOST_CAUSES + 1];
 };
 
 struct tree_walk;
@@ -42,9 +48,10 @@ struct tree_ops {
 	void (*open)(struct tree_walk *w, struct tree_frame *f);
 	void (*close)(struct tree_walk *w, struct tree_frame *f, int64_t end, enum tree_end how);
 	void (*entry_only)(struct tree_walk *w, uint32_t func, int64_t time);
-	/* count events lost here: w->lost_cause NULL, the buffer was full;
-	 * else they were recorded but not written, for that cause (an errno
-	 * name: ENOSPC, EFBIG...), and count is the thread's, at its end. */
+	/* count events lost here: w->lost_cause NULL, for w->lost_why (enum
+	 * ftpad_lost_cause); else they were recorded but not written, for
+	 * that cause (an errno name: ENOSPC, EFBIG...), and count is the
+	 * thread's, at its end. */
 	void (*lost)(struct tree_walk *w, uint32_t count, int64_t time);
 };
 
@@ -58,6 +65,7 @@ struct tree_walk {
 	size_t depth, cap;
 	int64_t last; /* the time of the last event: where frames left unseen are closed */
 	const char *lost_cause; /* during ops->lost: NULL, or why events were not written */
+	unsigned lost_why;      /* during ops->lost: the LOST event's cause */
 	struct tree_stats st;    /* this thread's */
 	struct tree_stats total; /* every thread walked so far */
 };
@@ -71,5 +79,10 @@ void tree_walk_free(struct tree_walk *w);
 
 /* "N events lost, ..." for a viewer's last line; empty when all is well. */
 void tree_stats_say(const struct tree_stats *s, char *buf, size_t len);
+/* "ftpad: DIR: N events lost: CAUSE, first at T; ..." on stderr, when
+ * any were: for the viewers whose output has no room to say it. */
+void tree_stats_say_lost(const struct trace *t, const struct tree_stats *s);
+/* What a viewer calls a LOST event's cause (ftpad_lost_cause_text()). */
+const char *tree_lost_text(unsigned cause);
 
 #endif

@@ -150,6 +150,11 @@ static inline TREE_INLINE void walk_event(
 	case FTPAD_EVENT_LOST:
 		w->st.events--; /* a count of others, not an event: the summary's way */
 		w->st.lost += e->sp;
+		w->lost_why = site < FTPAD_LOST_CAUSES ? site : FTPAD_LOST_CAUSES;
+		if (!w->st.lost_by[w->lost_why] ||
+		    now - w->trace->first_ns < w->st.lost_first[w->lost_why])
+			w->st.lost_first[w->lost_why] = now - w->trace->first_ns;
+		w->st.lost_by[w->lost_why] += e->sp;
 		if (ops->lost)
 			ops->lost(w, e->sp, now);
 		break;
@@ -208,6 +213,8 @@ static inline TREE_INLINE void tree_walk_thread_with(
 	if (th->unwritten) { /* where in the file they belonged is not known: at its end */
 		w->st.unwritten = th->unwritten;
 		memcpy(w->st.unwritten_cause, th->unwritten_cause, sizeof(w->st.unwritten_cause));
+		w->st.unwritten_first = th->unwritten_since
+			? trace_ticks_to_ns(&clock, th->unwritten_since) - w->trace->first_ns : -1;
 		w->lost_cause = th->unwritten_cause;
 		if (ops->lost)
 			ops->lost(w, th->unwritten > UINT32_MAX ? UINT32_MAX : (uint32_t)th->unwritten,

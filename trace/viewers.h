@@ -16,12 +16,14 @@
 int trace_dump_chrome(struct trace *t, const char *out);
 int trace_dump_perfetto(struct trace *t, const char *out);
 int trace_dump_folded(struct trace *t, const char *out);
+int trace_dump_pprof(struct trace *t, const char *out);
 /* A distinct call path over every thread: the path of its caller and its
  * name (a function's symbol, or a signal mark's). */
 struct trace_path {
 	uint32_t parent; /* TRACE_NONE at a thread's root */
 	uint32_t sym;    /* index into trace.syms */
 	int64_t self;    /* ns spent in it, not in its callees */
+	uint64_t calls;  /* frames of it opened, and entry-only calls */
 };
 /* Walks every thread into call paths, each after its parent's; returns
  * how many, in *paths (free() it). */

@@ -524,10 +524,35 @@ bool ftpad_arch_record_slot_open(const void *ucontext)
 	return false;
 }
 
-/* Live patching is x86_64's only so far (docs/livepatch.md). */
-int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
-			 uintptr_t target)
+/*
+ * Live patching (livepatch.c): each pad's site word, NOP to `b target` or
+ * back, in one aligned 4-byte store (B and NOP may change while other
+ * threads run them), then every thread synchronized.  The MOV before it
+ * stays: x9 is a scratch register at entry, which the new function may
+ * use as it likes; a kernel layout pad not yet prepared keeps its two
+ * NOPs, and the B is the second.
+ */
+int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n)
 {
-	(void)m, (void)s, (void)target;
-	return -EOPNOTSUPP;
+	struct ftpad_seg_cache seg = { 0 };
+	struct change *ch = ftpad_alloc(n * sizeof(*ch) + 1);
+	int err = 0;
+
+	if (!ch)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !err; i++) {
+		uintptr_t addr = ftpad_site_addr(jumps[i].site);
+		struct ftpad_poke where;
+
+		err = ftpad_arch_jump_insn(jumps[i].site, jumps[i].target, ch[i].insn);
+		ftpad_poke_place(&where, &seg, jumps[i].mod, addr);
+		ch[i].site = addr;
+		ch[i].limit = where.limit;
+		ch[i].prot = where.prot;
+		ch[i].pre_len = 0;
+	}
+	if (!err)
+		err = write_synced(ch, n, PART_SITE);
+	ftpad_free(ch);
+	return err;
 }

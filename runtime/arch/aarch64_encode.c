@@ -30,6 +30,8 @@
 #define INSN_MOVZ_X16 0xd2800010u    /* movz x16, #<imm16> */
 #define INSN_BR_X17 0xd61f0220u
 #define INSN_BRK 0xd4200000u
+#define INSN_LDR_X16_LIT8 0x58000050u /* ldr x16, <8 bytes from here> */
+#define INSN_BR_X16 0xd61f0200u
 
 #define STUB_SIZE 16
 #define STUB_LITERALS (KIND_COUNT * STUB_SIZE)
@@ -175,4 +177,22 @@ void ftpad_arch_exit_stub_fill(uint8_t *buf, uintptr_t at, const struct ftpad_si
 	/* The site reaches the stub: the stub reaches back. */
 	branch(buf + 12, INSN_B, at + 12, site + 4);
 	memcpy(buf + EXIT_STUB_SITE, &site, sizeof(site));
+}
+
+int ftpad_arch_jump_insn(const struct ftpad_site *s, uintptr_t target, uint8_t *buf)
+{
+	if (!target) {
+		put_insn(buf, INSN_NOP);
+		return 0;
+	}
+	return branch(buf, INSN_B, ftpad_site_addr(s), target);
+}
+
+void ftpad_arch_jump_stub(uint8_t *buf, uintptr_t fn)
+{
+	uint64_t v = fn;
+
+	put_insn(buf, INSN_LDR_X16_LIT8);
+	put_insn(buf + 4, INSN_BR_X16);
+	memcpy(buf + 8, &v, sizeof(v));
 }

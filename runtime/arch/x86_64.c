@@ -138,11 +138,50 @@ static void chain_sigtrap(int sig, siginfo_t *info, void *ctx)
  * instruction being written (a call into the stub, or the NOP), or, when
  * the patch finished before this handler ran, execute the site again.
  */
-/* The live patch's site being written (ftpad_arch_site_jump()), and the
- * function it goes to (0: back to its NOP): what a trap there emulates. */
+/* The live patch's sites being written (ftpad_arch_sites_jump()), each
+ * with the function it goes to (0: back to its NOP): what a trap at one
+ * of them emulates.  n is published last and cleared first.  The table
+ * only grows, and a table outgrown is never freed: a trap may still be
+ * reading it while a later batch runs (under ftpad_lock, one at a time). */
+struct jump_entry {
+	uintptr_t at, to;
+};
 static struct {
-	uintptr_t at, target;
+	struct jump_entry *table;
+	size_t n, cap;
 } jumping;
+
+/* Where a trap at at goes, if at is a live patch's site being written. */
+static bool jumping_to(uintptr_t at, uintptr_t *to)
+{
+	size_t n = __atomic_load_n(&jumping.n, __ATOMIC_ACQUIRE);
+	const struct jump_entry *j = __atomic_load_n(&jumping.table, __ATOMIC_RELAXED);
+
+	for (size_t i = 0; i < n; i++) {
+		if (j[i].at == at) {
+			*to = j[i].to;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* jumps in the table, room made; 0 or -ENOMEM.  Not yet published. */
+static int fill_jumping(const struct ftpad_site_jump *jumps, size_t n)
+{
+	if (n > jumping.cap) {
+		struct jump_entry *t = ftpad_alloc(n * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		__atomic_store_n(&jumping.table, t, __ATOMIC_RELAXED);
+		jumping.cap = n;
+	}
+	for (size_t i = 0; i < n; i++)
+		jumping.table[i] = (struct jump_entry){ ftpad_site_addr(jumps[i].site),
+							jumps[i].target };
+	return 0;
+}
 
 static bool emulate_site(greg_t *gr)
 {
@@ -153,9 +192,9 @@ static bool emulate_site(greg_t *gr)
 	uint8_t call[8];
 	int32_t rel32;
 
-	if (at == __atomic_load_n(&jumping.at, __ATOMIC_ACQUIRE)) {
-		uintptr_t to = __atomic_load_n(&jumping.target, __ATOMIC_RELAXED);
+	uintptr_t to;
 
+	if (jumping_to(at, &to)) {
 		/* A jmp leaves the stack as it is: the new function returns
 		 * to the caller. */
 		gr[REG_RIP] = (greg_t)(to ? to : at + sizeof(nop5));
@@ -738,19 +777,30 @@ void ftpad_trampoline_at_exit(unsigned long ret, unsigned long parent_ip, struct
 	ftpad_dispatch_exit(ret - sizeof(nop5), site, parent_ip, regs);
 }
 
-/* One poke of len bytes at addr, within module m's mapping, then every
- * core serialized. */
-static int poke_and_sync(const struct ftpad_module *m, uintptr_t addr, const uint8_t *bytes,
-			 uint8_t len)
+/* One round of the int3 protocol over every pad (pokes: room for n; the
+ * pads best in address order, for the writes to merge):
+ * the int3, the last four bytes, or the first byte; then every core
+ * serialized. */
+static int jump_round(const struct ftpad_site_jump *jumps, size_t n, struct ftpad_poke *pokes,
+		      enum step step)
 {
 	struct ftpad_seg_cache seg = { 0 };
-	struct ftpad_poke p;
 	int err;
 
-	ftpad_poke_place(&p, &seg, m, addr);
-	p.len = len;
-	memcpy(p.bytes, bytes, len);
-	err = ftpad_text_poke(&p, 1, false);
+	for (size_t i = 0; i < n; i++) {
+		uintptr_t at = ftpad_site_addr(jumps[i].site);
+		uint8_t insn[sizeof(nop5)];
+
+		ftpad_arch_jump_insn(jumps[i].site, jumps[i].target, insn);
+		ftpad_poke_place(&pokes[i], &seg, jumps[i].mod, step == STEP_TAIL ? at + 1 : at);
+		pokes[i].len = step == STEP_TAIL ? sizeof(nop5) - 1 : 1;
+		memcpy(pokes[i].bytes, step == STEP_INT3 ? (const uint8_t[]){ 0xcc }
+				       : step == STEP_TAIL ? insn + 1 : insn,
+		       pokes[i].len);
+	}
+	/* Mergeable: the bytes between two pads are rewritten as they are,
+	 * so that neighbouring pads go out in one write. */
+	err = ftpad_text_poke(pokes, n, true);
 	return err ? err : sync_all_cores();
 }
 
@@ -790,33 +840,33 @@ static int jump_guarded(const struct ftpad_module *m, uintptr_t at, const uint8_
 	return err;
 }
 
-int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *s,
-			 uintptr_t target)
+int ftpad_arch_sites_jump(const struct ftpad_site_jump *jumps, size_t n)
 {
-	uintptr_t at = ftpad_site_addr(s);
-	intptr_t rel = (intptr_t)(target - (at + sizeof(nop5)));
-	uint8_t insn[sizeof(nop5)];
 	char name[16] = "?";
+	struct ftpad_poke *pokes;
 	pid_t tid;
-	int err;
+	int err = 0;
 
-	if (target && rel != (int32_t)rel)
-		return -ERANGE;
-	if (target) {
-		int32_t rel32 = (int32_t)rel;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t insn[sizeof(nop5)];
 
-		insn[0] = 0xe9;
-		memcpy(insn + 1, &rel32, sizeof(rel32));
-	} else {
-		memcpy(insn, nop5, sizeof(nop5));
+		if (ftpad_arch_jump_insn(jumps[i].site, jumps[i].target, insn))
+			return -ERANGE;
 	}
 	/* A thread that blocks SIGTRAP, or a handler that would: int3 could
-	 * kill it, so the guarded stores instead, if they can be made. */
+	 * kill it, so the guarded stores instead, if they can be made: a pad
+	 * at a time, each its own mprotect. */
 	tid = ftpad_thread_blocking(SIGTRAP, NULL, name, sizeof(name));
 	if (tid > 0 || handler_blocking_sigtrap()) {
-		ftpad_debug("ftpad: thread %d (%s) blocks SIGTRAP: the pad at %#lx written "
-			    "without int3\n", (int)tid, name, (unsigned long)at);
-		err = jump_guarded(m, at, insn);
+		for (size_t i = 0; i < n && !err; i++) {
+			uintptr_t at = ftpad_site_addr(jumps[i].site);
+			uint8_t insn[sizeof(nop5)];
+
+			ftpad_debug("ftpad: thread %d (%s) blocks SIGTRAP: the pad at %#lx "
+				    "written without int3\n", (int)tid, name, (unsigned long)at);
+			ftpad_arch_jump_insn(jumps[i].site, jumps[i].target, insn);
+			err = jump_guarded(jumps[i].mod, at, insn);
+		}
 		if (err == -EAGAIN)
 			ftpad_warn("ftpad: thread %d (%s) blocks SIGTRAP, and the code cannot be "
 				   "written without int3 (FTPAD_TEXT_WRITE=procmem, or the site "
@@ -826,15 +876,23 @@ int ftpad_arch_site_jump(const struct ftpad_module *m, const struct ftpad_site *
 	err = install_sigtrap();
 	if (err)
 		return err;
-	__atomic_store_n(&jumping.target, target, __ATOMIC_RELAXED);
-	__atomic_store_n(&jumping.at, at, __ATOMIC_RELEASE);
-	err = poke_and_sync(m, at, (const uint8_t[]){ 0xcc }, 1);
+	pokes = ftpad_alloc(n * sizeof(*pokes));
+	if (!pokes)
+		return -ENOMEM;
+	err = fill_jumping(jumps, n);
+	if (err) {
+		ftpad_free(pokes);
+		return err;
+	}
+	__atomic_store_n(&jumping.n, n, __ATOMIC_RELEASE);
+	err = jump_round(jumps, n, pokes, STEP_INT3);
 	if (!err)
-		err = poke_and_sync(m, at + 1, insn + 1, sizeof(insn) - 1);
+		err = jump_round(jumps, n, pokes, STEP_TAIL);
 	if (!err)
-		err = poke_and_sync(m, at, insn, 1);
+		err = jump_round(jumps, n, pokes, STEP_HEAD);
 	/* A thread that trapped and has not looked yet finds no int3 there
 	 * any more, and runs the site again. */
-	__atomic_store_n(&jumping.at, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&jumping.n, 0, __ATOMIC_RELEASE);
+	ftpad_free(pokes);
 	return err;
 }

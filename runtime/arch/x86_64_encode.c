@@ -196,3 +196,27 @@ void ftpad_arch_exit_stub_fill(uint8_t *buf, uintptr_t at, const struct ftpad_si
 	memcpy(buf + PUSH_LEN + 1, &jmp_rel, sizeof(jmp_rel));
 	memcpy(buf + LITERAL, &literal, sizeof(literal));
 }
+
+int ftpad_arch_jump_insn(const struct ftpad_site *s, uintptr_t target, uint8_t *buf)
+{
+	intptr_t rel = (intptr_t)(target - (ftpad_site_addr(s) + sizeof(nop5)));
+	int32_t rel32 = (int32_t)rel;
+
+	if (!target) {
+		memcpy(buf, nop5, sizeof(nop5));
+		return 0;
+	}
+	if (rel != rel32)
+		return -ERANGE;
+	buf[0] = 0xe9;
+	memcpy(buf + 1, &rel32, sizeof(rel32));
+	return 0;
+}
+
+void ftpad_arch_jump_stub(uint8_t *buf, uintptr_t fn)
+{
+	/* jmp *0(%rip); .quad fn; int3 int3 */
+	memcpy(buf, (const uint8_t[]){ 0xff, 0x25, 0, 0, 0, 0 }, 6);
+	memcpy(buf + 6, &fn, sizeof(fn));
+	buf[14] = buf[15] = 0xcc;
+}

@@ -26,6 +26,9 @@
 #define FTPAD_ENV_RECORD_NOTRACE "FTPAD_RECORD_NOTRACE"
 /* Cap on the events' bytes, of every process of the trace (--size, in bytes). */
 #define FTPAD_ENV_RECORD_SIZE "FTPAD_RECORD_SIZE"
+/* Without FTPAD_RECORD_SIZE: events are kept while this percentage of the
+ * trace's file system stays free (default 10). */
+#define FTPAD_ENV_RECORD_MIN_FREE "FTPAD_RECORD_MIN_FREE"
 /* Only frames up to this depth of each thread (--depth). */
 #define FTPAD_ENV_RECORD_DEPTH "FTPAD_RECORD_DEPTH"
 /* Drop calls shorter than this many ns with no recorded call inside (--time-filter). */

@@ -24,7 +24,7 @@ enum ftpad_event_kind {
 	FTPAD_EVENT_ENTRY = 0,     /* a function was entered at site `site` */
 	FTPAD_EVENT_EXIT = 1,      /* it returned, through exit site `site` */
 	FTPAD_EVENT_TAIL_EXIT = 2, /* it left by a tail call through `site` */
-	FTPAD_EVENT_LOST = 3,      /* `sp` events were dropped (buffer full) just before */
+	FTPAD_EVENT_LOST = 3,      /* `sp` events were dropped just before; `site`: why (enum ftpad_lost_cause) */
 	FTPAD_EVENT_SIGNAL = 4,    /* a signal handler starts; `site` holds the signal number */
 	FTPAD_EVENT_SIGRETURN = 5, /* ... and returned normally; `site`: the signal number */
 	/* The thread jumped out of frames (longjmp, an exception, a context
@@ -34,6 +34,56 @@ enum ftpad_event_kind {
 	FTPAD_EVENT_UNWIND = 6,
 };
 #define FTPAD_EVENT_KINDS 16 /* a reader skips (and counts) kinds it does not know */
+
+/*
+ * Why events were dropped: a LOST event's `site`, and the `dropped_by=`
+ * lines of the summaries (docs/format.md).  0 is what traces written
+ * before causes were recorded have there: it keeps meaning a full buffer.
+ * A reader names a cause it does not know by its number.
+ */
+enum ftpad_lost_cause {
+	FTPAD_LOST_BUFFER_FULL = 0,   /* no free chunk: the writer was behind */
+	FTPAD_LOST_SIZE_CAP = 1,      /* --size (FTPAD_RECORD_SIZE) was reached */
+	FTPAD_LOST_FREE_SPACE = 2,    /* the default cap: the file system's free space kept */
+	FTPAD_LOST_DISK_FULL = 3,     /* a write found no room (ENOSPC, EDQUOT, EFBIG) */
+	FTPAD_LOST_WRITE_ERROR = 4,   /* a write failed otherwise (EIO ...) */
+	FTPAD_LOST_REENTERED = 5,     /* a signal handler's event while the thread wrote one */
+	FTPAD_LOST_FOREIGN_CLONE = 6, /* a clone(CLONE_VM) child running on a thread's TLS */
+	FTPAD_LOST_EARLY = 7,         /* before main: the early buffer was full, or another thread */
+	FTPAD_LOST_NO_ID = 8,         /* the site's module got no ids (its table was full) */
+	FTPAD_LOST_CUT = 9,           /* held in memory when the process ended (exec, a signal) */
+	FTPAD_LOST_CAUSES
+};
+
+/* A cause's name in the summaries' dropped_by= lines: one word. */
+static inline const char *ftpad_lost_cause_name(unsigned cause)
+{
+	static const char *const names[FTPAD_LOST_CAUSES] = {
+		"buffer_full", "size_cap", "free_space", "disk_full", "write_error",
+		"reentered", "foreign_clone", "early", "no_id", "cut",
+	};
+
+	return cause < FTPAD_LOST_CAUSES ? names[cause] : "unknown";
+}
+
+/* What a viewer says of a cause. */
+static inline const char *ftpad_lost_cause_text(unsigned cause)
+{
+	static const char *const texts[FTPAD_LOST_CAUSES] = {
+		"buffer full",
+		"--size cap reached",
+		"free-space limit reached",
+		"disk full",
+		"write error",
+		"signal handler during an event",
+		"clone child without its own TLS",
+		"early buffer full",
+		"no site ids",
+		"held when the process ended",
+	};
+
+	return cause < FTPAD_LOST_CAUSES ? texts[cause] : "unknown cause";
+}
 
 #define FTPAD_EVENT_SITE_BITS 28
 #define FTPAD_EVENT_SITE_MASK ((1u << FTPAD_EVENT_SITE_BITS) - 1)

@@ -317,7 +317,12 @@ def test_tool_gone_at_any_point_ends_the_session(server, tmp_path, sig):
         attach.p.send_signal(sig)
         rest, _ = attach.p.communicate(timeout=120)
         attach.output += rest
-        if sig == signal.SIGINT:
+        if sig == signal.SIGINT and attach.p.returncode == -signal.SIGINT:
+            # Came before the tool blocked it, its first step (on a loaded
+            # machine, 50 ms can end before exec does): it died of it
+            # having done nothing.
+            assert attach.output == "" and not out.exists(), attach.output
+        elif sig == signal.SIGINT:
             assert attach.p.returncode in (0, 1), attach.output
             assert not list(tmp_path.glob(f"trace{n}.tmp-*")), attach.output
             if attach.p.returncode == 0:

@@ -79,10 +79,10 @@ def assert_untouched(secret, text=SECRET):
 
 
 def trace_tmp(out):
-    """The one DIR.tmp-N of an attach running into out/t."""
-    tmps = list(out.glob("t.tmp-*"))
-    assert len(tmps) == 1, tmps
-    return tmps[0]
+    """The trace directory of an attach running into out/t: at its name
+    from the start (ftpad live follows it), and nothing else beside it."""
+    assert [p.name for p in out.iterdir()] == ["t"]
+    return out / "t"
 
 
 def stop(a):

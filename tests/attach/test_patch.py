@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""`ftpad patch`, on x86_64 natively (aarch64: not ported yet, see
-docs/livepatch.md): tests/src/patch/server.c, whose hot threads call a
+"""`ftpad patch`, on x86_64 natively (aarch64: ftpad_patch_apply() from
+the program under qemu-aarch64, the last test): tests/src/patch/server.c, whose hot threads call a
 global and a static padded function and check every result is the old
 code's or a patch's, while other threads block in system calls.
 
@@ -18,52 +18,22 @@ code's or a patch's, while other threads block in system calls.
 - A pad is a tracer's or a patch's: patching a traced function is refused,
   and a tracer started on a patched one leaves it alone."""
 import os
-import subprocess
+import shutil
 
 import pytest
 
-from attachtest import Attach, assert_text_unchanged, attach_program, text_snapshot
-from ftpadtest import FTPAD_BIN, INCLUDE, LIBFTPAD_SO, PLUGIN, TEST_SRC, run
+from attachtest import Attach, assert_text_unchanged, exec_ranges, text_snapshot
+from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, LIBFTPAD_SO, PLUGIN, run
+from patchtest import SRC, Server, build_server, patch
 
-SRC = TEST_SRC / "patch"
+A64_CC = "aarch64-linux-gnu-gcc-12"
+A64_LIBDIR = BUILD / "runtime" / "aarch64"
 CYCLES = int(os.environ.get("FTPAD_PATCH_CYCLES", "100"))
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    exe = attach_program(tmp_path_factory, SRC / "server.c", "server")
-    out = exe.parent
-    os.chmod(out, 0o755)
-    for name in ("patch1.c", "patch2.cc", "missing.c", "unpadded.c", "blocked.c"):
-        cc = "g++" if name.endswith(".cc") else "gcc"
-        run([cc, "-O2", "-Wall", "-Werror", "-shared", "-fPIC", f"-I{INCLUDE}",
-             "-o", out / (name.split(".")[0] + ".so"), SRC / name])
-    return out
-
-
-class Server:
-    def __init__(self, exe, *args):
-        self.p = subprocess.Popen([exe, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True)
-        assert self.p.stdout.readline().startswith("ready")
-        self.pid = self.p.pid
-
-    def expect(self, what):
-        self.p.stdin.write(f"expect {what}\n")
-        self.p.stdin.flush()
-        assert self.p.stdout.readline() == "ok\n"
-
-    def quit(self):
-        self.p.stdin.write("quit\n")
-        self.p.stdin.flush()
-        out = self.p.stdout.read()
-        assert self.p.wait(timeout=30) == 0, out
-        return out
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+    return build_server(tmp_path_factory)
 
 
 @pytest.fixture
@@ -73,36 +43,41 @@ def server(built):
     s.kill()
 
 
-def patch(pid, *args, check=True):
-    p = subprocess.run([str(FTPAD_BIN), "patch", str(pid), *map(str, args)],
-                       capture_output=True, text=True, timeout=120)
-    if check:
-        assert p.returncode == 0, p.stderr
-    return p
-
-
-@pytest.mark.parametrize("mode", ["int3", "block"])
+@pytest.mark.parametrize("mode", ["int3", "block", "immediate"])
 def test_patch_and_revert_cycles(built, mode):
     """block: the hot threads block every signal, SIGTRAP too: the pads
-    are written without int3, by single stores (the guarded protocol)."""
+    are written without int3, by single stores (the guarded protocol).
+    immediate: --immediate, the hot threads run through the switch, and
+    those that reach a pad mid-write trap and are sent on (the batch's
+    table); a patch reverted so stays loaded, its stubs mapped."""
     server = Server(built / "server", *([mode] if mode == "block" else []))
     try:
-        cycles(built, server)
+        # immediate: a quarter of the cycles (about 5 s), its switch being
+        # the same batch as the others'.
+        if mode == "immediate":
+            cycles(built, server, ["--immediate"], max(CYCLES // 4, 1))
+        else:
+            cycles(built, server, [], CYCLES)
     finally:
         server.kill()
 
 
-def cycles(built, server):
+def cycles(built, server, how, count):
     before = text_snapshot(server.pid)
+    patch(server.pid, "--list")  # libftpad in: its own mappings are there from now on
+    mapped = exec_ranges(server.pid)
     server.expect("old")
-    for _ in range(CYCLES):
+    for _ in range(count):
         server.expect("any")
-        patch(server.pid, built / "patch1.so")
+        patch(server.pid, *how, built / "patch1.so")
         server.expect("new")
         server.expect("any")
-        patch(server.pid, "--revert", built / "patch1.so")
+        patch(server.pid, *how, "--revert", built / "patch1.so")
         server.expect("old")
     assert_text_unchanged(server.pid, before)
+    if not how:
+        # The stubs' page (a PIE is out of a jmp's reach of the patch) is gone.
+        assert exec_ranges(server.pid) == mapped
     out = server.quit()
     assert " bad 0 " in out
     # FTPAD_SYMBOL reached the target's static variable.
@@ -210,3 +185,28 @@ def test_apply_and_revert_from_the_program(built):
          SRC / "self.c", f"-L{built}", "-ltarget", f"-L{LIBFTPAD_SO.parent}", "-lftpad",
          f"-Wl,-rpath,{LIBFTPAD_SO.parent}:{built}"])
     assert run([exe, built / "patch1.so", built / "libpatch.so"]).stdout == "ok\n"
+
+
+@pytest.mark.parametrize("pie", [["-pie"], ["-no-pie"]], ids=["pie", "no-pie"])
+@pytest.mark.parametrize("bp", [[], ["-mbranch-protection=standard"]], ids=["plain", "bti"])
+def test_apply_and_revert_from_the_program_aarch64(tmp_path, bp, pie):
+    """aarch64's pads, from the program itself under qemu-aarch64 (the
+    tool's stack check needs ptrace, which qemu-user has not: `ftpad patch`
+    itself is x86_64's): `b new` where the patch is within 128 MiB (a PIE
+    under qemu-aarch64), else `b` to a `ldr x16; br x16` stub (a program
+    at 0x400000); with BTI the stub's `br x16` lands on the new function's
+    `bti c`."""
+    for tool in (A64_CC, "qemu-aarch64"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
+    for p in (A64_PLUGIN, A64_LIBDIR / "libftpad.so"):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
+    exe, fix = tmp_path / "apply", tmp_path / "patch1.so"
+    run([A64_CC, "-O2", "-Wall", "-Werror", *bp, *pie, f"-fplugin={A64_PLUGIN}", f"-I{INCLUDE}",
+         "-o", exe, SRC / "apply.c", f"-L{A64_LIBDIR}", "-lftpad",
+         f"-Wl,-rpath,{A64_LIBDIR}"])
+    run([A64_CC, "-O2", "-Wall", "-Werror", *bp, "-shared", "-fPIC", f"-I{INCLUDE}",
+         "-o", fix, SRC / "patch1.c"])
+    out = run(["qemu-aarch64", "-cpu", "max", "-L", "/usr/aarch64-linux-gnu", exe, fix]).stdout
+    assert out == "ok patched=1000\n", out

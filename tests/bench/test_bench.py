@@ -66,6 +66,17 @@ def test_trace_read_rows(tmp_path):
         assert len(re.findall(rf"^{row} +[0-9.]+ +[0-9.]+ +[0-9.]+$", out, re.M)) == 2, (row, out)
 
 
+def test_export_rows(tmp_path):
+    # bench/export.py: every dump of the generated trace succeeds and
+    # prints its row of sizes and speed.
+    out = bench("export.py", "--events", "200000", "--rounds", "1",
+                "--keep", str(tmp_path / "work"))
+    assert re.search(r"^trace: 200,00\d events, raw 16\.\d\d bytes an event", out, re.M), out
+    for fmt in ["--perfetto", "--chrome", "--folded", "--pprof"]:
+        assert re.search(rf"^{fmt} +[0-9,]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+"
+                         r" +[0-9.]+$", out, re.M), (fmt, out)
+
+
 def test_attach_rows(plugin, libftpad, tmp_path):
     # bench/attach.py: every attach finds an event in its trace (or the
     # script fails), the program under `ftpad record` runs its rounds.

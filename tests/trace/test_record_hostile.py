@@ -95,19 +95,28 @@ def test_program_that_limits_its_file_sizes(hostile, tmp_path):
     assert summary[2] + summary[3] == 1000000 + 1  # work, and main
 
 
-def test_full_disk_is_counted_with_its_cause(hostile, tmp_path):
-    """A trace on a 64 KiB tmpfs (the calls' events take 60-300 KiB,
-    compressed): every event that found no room is counted as dropped, with
-    ENOSPC, in the summary and in the viewers."""
+def record_on_tmpfs(tmp_path, size, opts, cmd):
+    """`ftpad record OPTS -o trace -- CMD` in a tmpfs of SIZE of its own (a
+    mount namespace), then df's line for it on stdout; the result, and
+    where the trace was copied out to."""
     require_root()
     disk, copy = tmp_path / "disk", tmp_path / "copy"
     disk.mkdir()
-    script = (f'mount -t tmpfs -o size=64k ftpad-full "{disk}" && cd "{disk}" && '
-              f'"{FTPAD_BIN}" record -o trace -- "{hostile}" calls 2000000; rc=$?; '
-              f'cp -r trace "{copy}"; exit $rc')
+    args = " ".join(f'"{a}"' for a in [FTPAD_BIN, "record", *opts, "-o", "trace", "--", *cmd])
+    script = (f'mount -t tmpfs -o size={size} ftpad-disk "{disk}" && cd "{disk}" && {args}; '
+              f'rc=$?; df -P -k . | tail -1; cp -r trace "{copy}"; exit $rc')
     p = run(["unshare", "-m", "sh", "-c", script], check=False)
     if "mount" in p.stderr and not copy.exists():
         pytest.skip(f"cannot mount a tmpfs: {p.stderr}")
+    return p, copy
+
+
+def test_full_disk_is_counted_with_its_cause(hostile, tmp_path):
+    """A trace on a 64 KiB tmpfs (the calls' events take 60-300 KiB,
+    compressed), with a fixed cap above it (without one the recorder would
+    keep a tenth of it free): every event that found no room is counted as
+    dropped, with ENOSPC, in the summary and in the viewers."""
+    p, copy = record_on_tmpfs(tmp_path, "64k", ["--size", "1024"], [hostile, "calls", 2000000])
     assert p.returncode == 0, p.stderr
     m = SUMMARY.search(p.stderr)
     assert m, p.stderr

@@ -3,8 +3,8 @@
 directories written in the documented format (docs/format.md "The trace
 directory") by tests/src/trace/gen_trace.c through <ftpad_trace.h>: exact
 trees, exact report numbers, folded lines one by one, Chrome JSON that
-loads and pairs, a Perfetto file that protoc decodes with Perfetto's field
-numbers, and clear errors on bad input."""
+loads and pairs, and clear errors on bad input (test_perfetto.py decodes
+the Perfetto file)."""
 import json
 import os
 import re
@@ -139,7 +139,7 @@ REPLAY_A = """\
   0.100 us [   100] |     handler();
   0.300 us [   100] |   } /* [signal SIGUSR1] */
   2.500 us [   100] | } /* main */
-# 17 events, 2 LOST (buffer full)
+# 17 events, 2 LOST (buffer full, first at 1.700 us)
 """
 
 
@@ -159,7 +159,7 @@ REPORT_A = """\
     0.100 us    0.100 us    0.100 us    0.100 us           1  leaf
     0.100 us    0.100 us    0.100 us    0.100 us           1  tailer
            -           -           -           -           1  old (entry only)
-# 17 events, 2 LOST (buffer full)
+# 17 events, 2 LOST (buffer full, first at 1.700 us)
 """
 
 
@@ -474,7 +474,7 @@ def test_frames_open_at_the_end(tmp_path, gen, attached):
     said = "2 frames running at detach" if attached else "2 frames unwound"
     assert p.stdout.splitlines()[-3:] == [f"  0.000 us [     1] |   f(); /* {how} */",
                                           f"  0.009 us [     1] | }} /* main, {how} */",
-                                          f"# 2 events, 3 LOST (buffer full), {said}"]
+                                          f"# 2 events, 3 LOST (buffer full, first at 0.005 us), {said}"]
     s = Scenario(tmp_path / "one.trace").image("1.0", "/bin/x", ["main"]).thread(1, "x")
     trace = s.evs([(0, "entry", "main", 100)]).write(gen)
     assert ftpad("replay", trace).stdout.splitlines()[-1] == "# 1 event, 1 frame unwound"
@@ -579,92 +579,8 @@ def test_chrome_json_marks(tmp_path, gen):
     assert [e["ts"] for e in events if e["name"] == "main"] == [0.0, 2.5]
     assert [e["args"] for e in events if e["name"] == "old" and e["ph"] == "E"] == [
         {"entry_only": True}]
-    assert [(e["ph"], e["args"]) for e in events if e["name"] == "LOST"] == [("i", {"events": 2})]
+    assert [(e["ph"], e["args"]) for e in events if e["name"] == "LOST"] == [("i", {"events": 2, "cause": "buffer full"})]
     assert [e["cat"] for e in events if e["name"] == "[signal SIGUSR1]"] == ["signal", "signal"]
-
-
-# --- Perfetto protobuf, read by protoc --decode_raw
-
-# The field numbers Perfetto publishes (google/perfetto,
-# ec5d16b14b743ba6063d720956d6d6af6610fd72), by message:
-PERFETTO_FIELDS = {
-    # protos/perfetto/trace/trace.proto
-    "Trace": {1: ("packet", "TracePacket")},
-    # protos/perfetto/trace/trace_packet.proto
-    "TracePacket": {8: ("timestamp", None), 10: ("trusted_packet_sequence_id", None),
-                    11: ("track_event", "TrackEvent"),
-                    60: ("track_descriptor", "TrackDescriptor")},
-    # protos/perfetto/trace/track_event/track_event.proto
-    "TrackEvent": {9: ("type", None), 11: ("track_uuid", None), 22: ("categories", None),
-                   23: ("name", None)},
-    # protos/perfetto/trace/track_event/track_descriptor.proto
-    "TrackDescriptor": {1: ("uuid", None), 2: ("name", None),
-                        3: ("process", "ProcessDescriptor"), 4: ("thread", "ThreadDescriptor"),
-                        5: ("parent_uuid", None)},
-    # protos/perfetto/trace/track_event/process_descriptor.proto
-    "ProcessDescriptor": {1: ("pid", None), 6: ("process_name", None)},
-    # protos/perfetto/trace/track_event/thread_descriptor.proto
-    "ThreadDescriptor": {1: ("pid", None), 2: ("tid", None), 5: ("thread_name", None)},
-}
-# TrackEvent.Type (track_event.proto)
-TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT = 1, 2, 3
-
-
-def parse_decode_raw(text):
-    """protoc --decode_raw's text as nested lists of (field, value or list)."""
-    root, stack = [], []
-    cur = root
-    for line in text.splitlines():
-        line = line.strip()
-        if line.endswith("{"):
-            child = []
-            cur.append((int(line[:-1].strip()), child))
-            stack.append(cur)
-            cur = child
-        elif line == "}":
-            cur = stack.pop()
-        elif line:
-            field, value = line.split(": ", 1)
-            cur.append((int(field), json.loads(value) if value.startswith('"') else int(value)))
-    return root
-
-
-def named(fields, message):
-    """Checks every field number against the table, giving {name: [values]}."""
-    out = {}
-    for number, value in fields:
-        assert number in PERFETTO_FIELDS[message], f"{message} has no field {number}"
-        name, sub = PERFETTO_FIELDS[message][number]
-        out.setdefault(name, []).append(named(value, sub) if sub else value)
-    return out
-
-
-@pytest.fixture(scope="session")
-def protoc():
-    exe = shutil.which("protoc")
-    if not exe:
-        pytest.fail("protoc is missing: run scripts/install-deps.sh (protobuf-compiler)")
-    return exe
-
-
-def test_perfetto_decodes_with_published_field_numbers(tmp_path, gen, protoc):
-    out = tmp_path / "a.pftrace"
-    ftpad("dump", "--perfetto", scenario_a(tmp_path, gen), "-o", out)
-    decoded = run([protoc, "--decode_raw"], stdin=open(out, "rb")).stdout
-    trace = named(parse_decode_raw(decoded), "Trace")
-    packets = trace["packet"]
-    tracks = [p["track_descriptor"][0] for p in packets if "track_descriptor" in p]
-    assert tracks[0]["process"] == [{"pid": [100], "process_name": ["/bin/prog"]}]
-    assert tracks[1]["thread"] == [{"pid": [100], "tid": [100], "thread_name": ["prog"]}]
-    assert tracks[1]["parent_uuid"] == tracks[0]["uuid"]
-    events = [(p["timestamp"][0], p["track_event"][0]) for p in packets if "track_event" in p]
-    assert all(e["track_uuid"] == tracks[1]["uuid"] for _, e in events)
-    begins = [(t, e["name"][0]) for t, e in events if e["type"] == [TYPE_SLICE_BEGIN]]
-    assert begins == [(0, "main"), (100, "fib"), (200, "fib"), (300, "leaf"), (1000, "tailer"),
-                      (1100, "target"), (1600, "old"), (1800, "[signal SIGUSR1]"),
-                      (1900, "handler")]
-    assert sum(e["type"] == [TYPE_SLICE_END] for _, e in events) == len(begins)
-    assert [e["name"] for _, e in events if e["type"] == [TYPE_INSTANT]] == [["LOST 2 events"]]
 
 
 # --- the same trace, the same bytes
@@ -703,19 +619,36 @@ def live_tables(text):
     return tables
 
 
+def being_recorded(trace):
+    """info says the trace is being recorded, by this very process (alive,
+    with its start time), as `ftpad record` says it of itself."""
+    start = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]
+    with open(trace / "info", "a") as f:
+        f.write(f"state=recording\nrecorder={os.getpid()} {start}\n")
+    return trace
+
+
 def test_live_on_a_finished_directory(tmp_path, gen):
     trace = scenario_a(tmp_path, gen)
     p = ftpad("live", "--iterations", "2", "--interval", "1", trace)
     assert "\033" not in p.stdout  # plain output when stdout is not a terminal
+    tables = live_tables(p.stdout)  # finished (no state=: an older trace): one look
+    assert len(tables) == 1 and "(finished)" in p.stdout
+    assert tables[0]["main"] == 1 and tables[0]["fib"] == 2
+
+
+def test_live_on_a_directory_being_recorded(tmp_path, gen):
+    trace = being_recorded(scenario_a(tmp_path, gen))
+    p = ftpad("live", "--iterations", "2", "--interval", "1", trace)
     tables = live_tables(p.stdout)
-    assert len(tables) == 2 and tables[0] == tables[1]
+    assert len(tables) == 2 and tables[0] == tables[1] and "(finished)" not in p.stdout
     assert tables[0]["main"] == 1 and tables[0]["fib"] == 2
 
 
 def test_live_follows_a_directory_being_written(tmp_path, gen):
     s = Scenario(tmp_path / "l.trace").image("1.0", "/bin/x", ["main", "tick"]).thread(1, "x")
     s.ev(0, "entry", "main", 100)
-    trace = s.write(gen)
+    trace = being_recorded(s.write(gen))
     live = subprocess.Popen([FTPAD_BIN, "live", "--interval", "20", trace],
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -736,7 +669,7 @@ def test_live_follows_a_directory_being_written(tmp_path, gen):
         more.sites = s.sites
         more.ev(1000, "exit", "main", 100).write(gen)
         with open(trace / "info", "a") as f:  # the recorder's summary: finished
-            f.write("exit=0\nevents=102\n")
+            f.write("exit=0\nevents=102\nstate=finished\n")
         out, _ = live.communicate(timeout=60)
     finally:
         live.kill()
@@ -797,15 +730,19 @@ def test_chrome_json_escapes_names(tmp_path, gen):
 
 def test_live_waits_for_an_image_being_made(tmp_path, gen):
     # A recorder makes an image's directory, then its sites, then each
-    # events file's header: live shows what is there, quietly, where
-    # report calls the same directory broken.
+    # events file's header: live shows what is there, quietly, and so
+    # does report, with a word, while the trace says it is being recorded;
+    # once it no longer does, report calls the same directory broken.
     trace = scenario_a(tmp_path, gen)
     (trace / "101.0").mkdir()
     (trace / "101.0" / "101.events").write_bytes(b"FTPADTRC\1")
-    p = ftpad("live", "--iterations", "1", trace)
-    assert p.stderr == "" and live_tables(p.stdout)[0]["fib"] == 2
     q = ftpad("report", trace, check=False)
     assert q.returncode == 1 and "101.0/sites: No such file or directory" in q.stderr
+    being_recorded(trace)
+    p = ftpad("live", "--iterations", "1", trace)
+    assert p.stderr == "" and live_tables(p.stdout)[0]["fib"] == 2
+    q = ftpad("report", trace)
+    assert "still being recorded: read as it is now" in q.stderr
 
 
 def test_folded_names_stay_one_frame(tmp_path, gen):

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * LD_PRELOADed into `ftpad attach` (tests/attach/test_attach_hostile.py): the
- * instant a trace directory (a "*.tmp-*" directory) is handed to another
+ * instant a trace directory (a directory with an info) is handed to another
  * user by any chown call, its info is replaced by a symlink to
  * $SWAP_TARGET, as that user could do then.  A tool that changes info
  * through its path after that hands $SWAP_TARGET over instead.
@@ -22,9 +22,11 @@ static void swap_info(const char *dir)
 	char info[PATH_MAX + 8];
 	struct stat st;
 
-	if (!target || !strstr(dir, ".tmp-") || lstat(dir, &st) || !S_ISDIR(st.st_mode))
+	if (!target || lstat(dir, &st) || !S_ISDIR(st.st_mode))
 		return;
 	snprintf(info, sizeof(info), "%s/info", dir);
+	if (lstat(info, &st))
+		return; /* not a trace directory */
 	unlink(info);
 	if (!symlink(target, info))
 		fprintf(stderr, "swap_at_chown: %s -> %s\n", info, target);

@@ -15,7 +15,7 @@
 
 #include <ftpad.h>
 
-static volatile long patched_calls;
+#include "compute.h"
 
 long lib_compute(long x);
 
@@ -30,18 +30,6 @@ static int jumps_into(void *fn, const char *name)
 		return 0;
 	memcpy(&rel, p + 1, 4);
 	return dladdr(p + 5 + rel, &info) && strstr(info.dli_fname, name);
-}
-
-__attribute__((noipa)) long global_compute(long x)
-{
-	__asm__ volatile("" ::: "memory");
-	return x + 1;
-}
-
-__attribute__((noipa)) static long static_compute(long x)
-{
-	__asm__ volatile("" ::: "memory");
-	return x * 3;
 }
 
 int main(int argc, char **argv)

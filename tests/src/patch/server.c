@@ -6,7 +6,8 @@
  * system calls, one of them inside a padded function (blocked_in_read)
  * so that a patch of it must be refused.  Commands on stdin, one a line:
  * "expect old|new|new2|new2old|any" (what every call that starts from now on
- * must return; answered "ok"), "quit" (prints the counts; exit status 0
+ * must return; answered "ok"), "bad" (answers "bad N": the unexpected
+ * results so far), "quit" (prints the counts; exit status 0
  * only if no call returned something unexpected).  With the argument
  * "block", the hot threads block every signal, as many servers' workers
  * do: SIGTRAP too, so the pads are written without int3.
@@ -22,6 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compute.h"
+
 #define HOT_THREADS 3
 
 /* What the patches return: old x+1 / x*3; new x+1001 / x*3+7; new2
@@ -33,21 +36,6 @@ static volatile int expect = ANY;
 static volatile int stop;
 static unsigned long calls, bad;
 static int block_pipe[2];
-
-/* Read by the patch through FTPAD_SYMBOL: a static variable. */
-static volatile long patched_calls;
-
-__attribute__((noipa)) long global_compute(long x)
-{
-	__asm__ volatile("" ::: "memory");
-	return x + 1;
-}
-
-__attribute__((noipa)) static long static_compute(long x)
-{
-	__asm__ volatile("" ::: "memory");
-	return x * 3;
-}
 
 /* No pad: a patch of it is refused. */
 __attribute__((noinline, no_instrument_function)) long unpadded_compute(long x)
@@ -145,6 +133,8 @@ int main(int argc, char **argv)
 				 : !strcmp(line + 7, "new2\n") ? NEW2
 				 : !strcmp(line + 7, "new2old\n") ? NEW2_OLD : ANY;
 			printf("ok\n");
+		} else if (!strcmp(line, "bad\n")) {
+			printf("bad %lu\n", __atomic_load_n(&bad, __ATOMIC_RELAXED));
 		} else if (!strcmp(line, "quit\n")) {
 			break;
 		}
