@@ -184,11 +184,19 @@ def first_event_ns(trace):
     first = None
     for f in trace.glob("*/*.events"):
         with open(f, "rb") as fh:
-            fh.seek(64)
-            data = fh.read(16)
-        if len(data) == 16:
-            ticks = struct.unpack("<Q", data[:8])[0]
-            first = ticks if first is None else min(first, ticks)
+            data = fh.read(64 + 40)
+        if len(data) < 64 + 16:
+            continue
+        # version 1: the first event's time; version 2: the first block's
+        # first_time, which is its first event's (the recorder writes it so)
+        version = struct.unpack_from("<H", data, 8)[0]
+        if version == 1:
+            ticks = struct.unpack_from("<Q", data, 64)[0]
+        elif len(data) == 64 + 40:
+            ticks = struct.unpack_from("<Q", data, 64 + 32)[0]
+        else:
+            continue
+        first = ticks if first is None else min(first, ticks)
     if first is None:
         raise SystemExit(f"{trace}: no event")
     return n0 + (first - t0) * (n1 - n0) / (t1 - t0)

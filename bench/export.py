@@ -45,10 +45,12 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     try:
         gen = work / "trace_gen"
-        subprocess.run(["gcc", "-std=c11", "-O2", "-I", ROOT / "runtime" / "include",
-                        HERE / "trace_gen.c", "-o", gen], check=True)
+        subprocess.run(["gcc", "-std=gnu11", "-O2", "-I", ROOT / "runtime" / "include",
+                        "-I", ROOT / "runtime", HERE / "trace_gen.c",
+                        ROOT / "runtime" / "record_encode.c", "-lzstd", "-o", gen], check=True)
         trace = work / "trace"
-        events = int(subprocess.run([gen, trace, str(args.events)], check=True,
+        # version 1: "raw" is the 16-byte events the dumps are set against
+        events = int(subprocess.run([gen, trace, str(args.events), "1"], check=True,
                                     capture_output=True, text=True).stdout)
         raw = (trace / "1.0" / "1.events").stat().st_size
         print(f"trace: {events:,} events, raw {raw / events:.2f} bytes an event ({trace})")

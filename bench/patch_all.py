@@ -178,7 +178,7 @@ def build(out, n, build_dir):
         ("ftpad", ["gcc", "-O1", f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD"],
          [f"-L{libdir}", "-lftpad", f"-Wl,-rpath,{libdir}"]),
         ("ftpad .a", ["gcc", "-O1", f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD"],
-         [str(libdir / "libftpad.a")]),
+         [str(libdir / "libftpad.a"), "-lzstd"]),
     ]
     if shutil.which("clang-14"):
         specs.append(("XRay", ["clang-14", "-O1", "-fxray-instrument",

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Recording a real program: binutils' objdump disassembling a binary,
 `ftpad record` against `uftrace record` and XRay's flight-data recorder,
-in one run.  Prints added ns per traced call; no thresholds.
+in one run.  Prints added ns per traced call, and the bytes an event of
+ftpad's traces on disk; no thresholds.
 
     bench/record_objdump.py [--build DIR] [--rounds R] [--target FILE] [--workdir DIR]
 
@@ -42,7 +43,7 @@ CONFIGURE = ["--disable-gdb", "--disable-gdbserver", "--disable-sim", "--disable
              "--disable-libctf", "--with-system-zlib", "--without-zstd"]
 LIBS = ["all-libiberty", "all-bfd", "all-opcodes", "all-libsframe"]
 CFLAGS = "-O2"
-SUMMARY = re.compile(r"ftpad: \d+ sites, \d+ enabled, (\d+) events, (\d+) dropped")
+SUMMARY = re.compile(r"ftpad: \d+ sites, \d+ enabled, (\d+) events, (\d+) dropped, (\d+) bytes")
 
 
 def say(text):
@@ -150,14 +151,16 @@ def run(argv, env, tmp):
 
 def calls_of(argv, tmp):
     """Calls in the run, from ftpad record's summary: entries and exits,
-    written or dropped, two a call."""
+    written or dropped, two a call; the events dropped, and the trace's
+    bytes on disk an event written."""
     shutil.rmtree(tmp / "trace", ignore_errors=True)
     p = subprocess.run([str(a) for a in argv], check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, text=True, cwd=tmp)
     m = SUMMARY.search(p.stderr)
     if not m:
         sys.exit(f"bench/record_objdump.py: no summary from ftpad record:\n{p.stderr}")
-    return (int(m.group(1)) + int(m.group(2))) // 2, int(m.group(2))
+    events, dropped, size = map(int, m.groups())
+    return (events + dropped) // 2, dropped, size / max(events, 1)
 
 
 def main():
@@ -199,8 +202,9 @@ def main():
                 argv, env, _ = rows[name]
                 best[name] = min(best[name], run(argv, env, tmp)[0])
         print(f"objdump -d {target}, fastest of {args.rounds} rounds")
-        for base, (n, dropped) in calls.items():
-            print(f"{base}: {n} calls a run (ftpad's trace; {dropped} events dropped)")
+        for base, (n, dropped, per_event) in calls.items():
+            print(f"{base}: {n} calls a run (ftpad's trace; {dropped} events dropped, "
+                  f"{per_event:.2f} bytes/event on disk)")
         print(f"{'row':28} {'seconds':>8} {'added ns/call':>14}")
         added = {}
         for name, (_, _, base) in rows.items():

@@ -19,14 +19,20 @@ runs' difference, about 0: both write a full ring).  The floor row is the same l
 (rdtsc, an id, the stack pointer) written into a ring by the program itself:
 what any TSC-stamped recorder pays on this host, mostly rdtsc.  Bytes per
 event: the trace's growth from N to 2N calls, over the N or 2N events the
-extra calls made (below 16 when events were dropped).  Loop ns: the loop's
-own time per call in the 2N run, as the program measures it (no start-up,
-no final flush: the ring row's end writes 64 MB at once, which makes its
-N-to-2N difference noisy).  Nothing here asserts on time."""
+extra calls made (ftpad's version 2 traces compress them, so the dropped
+column, the most events ftpad record's summary said it dropped in any run
+of the row, tells a writer that fell behind).  Loop ns: the loop's own time per call
+in the 2N run, as the program measures it (no start-up, no final flush:
+the ring row's end writes 64 MB at once, which makes its N-to-2N
+difference noisy).  --baseline DIR adds the
+two ftpad rows again with another build's plugin and ftpad (main's, say),
+measured in the same rounds, so that a change is compared on the same
+load.  Nothing here asserts on time."""
 import argparse
 import os
 import pathlib
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -72,8 +78,11 @@ GRAPH = "ftpad record (graph)"
 FLOOR = "floor: rdtsc + store, 2/call"
 ENTRIES = "ftpad record (entries)"
 RING = "ftpad record --ring 64"
+BASELINE = " baseline"  # the --baseline build's rows: GRAPH + BASELINE, ENTRIES + BASELINE
 # Events per call: the entries-only row writes one, the others two.
-EVENTS_PER_CALL = {GRAPH: 2, ENTRIES: 1, "uftrace record (-pg)": 2, "XRay FDR": 2}
+EVENTS_PER_CALL = {GRAPH: 2, ENTRIES: 1, RING: 2, "uftrace record (-pg)": 2, "XRay FDR": 2,
+                   GRAPH + BASELINE: 2, ENTRIES + BASELINE: 1}
+DROPPED = re.compile(r"^ftpad: \d+ sites, \d+ enabled, \d+ events, (\d+) dropped", re.M)
 
 
 def sh(cmd, **kw):
@@ -81,23 +90,32 @@ def sh(cmd, **kw):
                           **kw)
 
 
-def build(build_dir, out):
+def build_ftpad(build_dir, out, src, tools, suffix=""):
+    """The graph and entries-only rows of the build in build_dir."""
+    plugin = build_dir / "gcc-plugin" / "ftpad.so"
+    ftpad = build_dir / "bin" / "ftpad"
+    graph, entries = out / f"graph{suffix.strip()}", out / f"ftpad{suffix.strip()}"
+    sh(["gcc", "-O2", f"-fplugin={plugin}", "-fplugin-arg-ftpad-exit=1", "-o", graph, src])
+    tools[GRAPH + suffix] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", graph, n]
+    if not suffix:
+        tools[RING] = lambda n, d: [ftpad, "record", "--ring", "64", "--force", "-o", d, "--",
+                                    graph, n]
+    sh(["gcc", "-O2", f"-fplugin={plugin}", "-o", entries, src])
+    tools[ENTRIES + suffix] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--",
+                                            entries, n]
+
+
+def build(build_dir, out, baseline=None):
     src = out / "loop.c"
     src.write_text(SOURCE)
     tools = {}
-    plugin = build_dir / "gcc-plugin" / "ftpad.so"
     sh(["gcc", "-O2", "-o", out / "plain", src])
     tools["plain"] = lambda n, d: [out / "plain", n]
     sh(["gcc", "-O2", "-DFLOOR", "-o", out / "floor", src])
     tools[FLOOR] = lambda n, d: [out / "floor", n]
-    ftpad = build_dir / "bin" / "ftpad"
-    sh(["gcc", "-O2", f"-fplugin={plugin}", "-fplugin-arg-ftpad-exit=1", "-o", out / "graph",
-        src])
-    tools[GRAPH] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", out / "graph", n]
-    tools[RING] = lambda n, d: [ftpad, "record", "--ring", "64", "--force", "-o", d, "--",
-                                out / "graph", n]
-    sh(["gcc", "-O2", f"-fplugin={plugin}", "-o", out / "ftpad", src])
-    tools[ENTRIES] = lambda n, d: [ftpad, "record", "--force", "-o", d, "--", out / "ftpad", n]
+    build_ftpad(build_dir, out, src, tools)
+    if baseline:
+        build_ftpad(baseline, out, src, tools, BASELINE)
     if shutil.which("uftrace"):
         sh(["gcc", "-O2", "-pg", "-o", out / "pg", src])
         tools["uftrace record (-pg)"] = lambda n, d: ["uftrace", "record", "-d", d,
@@ -114,14 +132,16 @@ def build(build_dir, out):
 
 
 def time_run(cmd, tmp):
-    """The run's wall time, and the loop's own, in s (the program times it)."""
+    """The run's wall time and the loop's own, in s (the program times
+    it), and the events ftpad record said it dropped."""
     env = dict(os.environ, XRAY_OPTIONS=f"patch_premain=true xray_mode=xray-fdr "
                f"xray_logfile_base={tmp}/xray-log.")
     t0 = time.perf_counter()
     p = subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, env=env, cwd=tmp, text=True)
-    wall = time.perf_counter() - t0
-    return wall, int(p.stdout.split()[-1]) / 1e9
+                       stderr=subprocess.PIPE, text=True, errors="replace", env=env, cwd=tmp)
+    took = time.perf_counter() - t0
+    m = DROPPED.search(p.stderr)
+    return took, int(p.stdout.split()[-1]) / 1e9, int(m.group(1)) if m else 0
 
 
 def trace_bytes(tmp):
@@ -137,13 +157,16 @@ def main():
                     type=pathlib.Path)
     ap.add_argument("--calls", type=int, default=5_000_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baseline", type=pathlib.Path,
+                    help="another build whose ftpad rows run in the same rounds")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ftpad-record-bench-") as tmpname:
         tmp = pathlib.Path(tmpname)
-        tools = build(args.build.resolve(), tmp)
+        tools = build(args.build.resolve(), tmp,
+                      args.baseline.resolve() if args.baseline else None)
         best = {(name, k): float("inf") for name in tools for k in (1, 2)}
         loop = dict(best)
-        size = {}
+        size, dropped = {}, dict.fromkeys(tools, 0)
         for _ in range(args.rounds):
             order = [(name, k) for name in tools for k in (1, 2)]
             random.shuffle(order)
@@ -153,23 +176,27 @@ def main():
                 for f in tmp.glob("xray-log.*"):
                     f.unlink()
                 cmd = tools[name](args.calls * k, d)
-                wall, inside = time_run(cmd, tmp)
-                best[name, k] = min(best[name, k], wall)
+                took, inside, lost = time_run(cmd, tmp)
+                best[name, k] = min(best[name, k], took)
                 loop[name, k] = min(loop[name, k], inside)
+                dropped[name] = max(dropped[name], lost)
                 size[name, k] = trace_bytes(tmp)
         n = args.calls
         added = {}
         plain = (best["plain", 2] - best["plain", 1]) / n * 1e9
-        print(f"{'tool':28} {'ns/call':>8} {'added ns':>9} {'loop ns':>8} {'bytes/event':>12}")
+        print(f"{'tool':32} {'ns/call':>8} {'added ns':>9} {'loop ns':>8} {'bytes/event':>12} "
+              f"{'dropped':>8}")
         for name in tools:
             per = (best[name, 2] - best[name, 1]) / n * 1e9
             added[name] = per - plain
-            row = f"{name:28} {per:8.1f} {added[name]:9.1f} {loop[name, 2] / (2 * n) * 1e9:8.1f}"
+            row = f"{name:32} {per:8.1f} {added[name]:9.1f} {loop[name, 2] / (2 * n) * 1e9:8.1f}"
             if name in EVENTS_PER_CALL:
                 grown = size[name, 2] - size[name, 1]
                 # XRay FDR writes only on __xray_log_flushLog(), never called here
-                row += (f" {grown / (n * EVENTS_PER_CALL[name]):12.1f}" if grown
+                row += (f" {grown / (n * EVENTS_PER_CALL[name]):12.2f}" if grown
                         else f" {'not written':>12}")
+                if name.startswith("ftpad"):
+                    row += f" {dropped[name]:8}"
             print(row)
         for ours in (GRAPH, ENTRIES):
             for peer in ("uftrace record (-pg)", "XRay FDR"):

@@ -46,7 +46,7 @@ def variants(build):
         # Linked statically, the trampoline is within reach of the stubs:
         # a direct jmp instead of an indirect one, and local-exec TLS.
         ("ftpad enabled, libftpad.a", "gcc",
-         [f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD_ENABLE"], [str(libdir / "libftpad.a")], []),
+         [f"-fplugin={plugin}", f"-I{inc}", "-DFTPAD_ENABLE"], [str(libdir / "libftpad.a"), "-lzstd"], []),
         ("gcc -finstrument-functions, empty hooks", "gcc", ["-finstrument-functions"], [],
          [("hooks.c", [])]),
     ]

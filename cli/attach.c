@@ -396,7 +396,7 @@ struct trace_tmp {
 	int dir, info;
 };
 
-/* info's head (format=1, the process's command line, attach=PID) and, for
+/* info's head (format=2, the process's command line, attach=PID) and, for
  * a process of another user, the directory handed over to that user, who
  * writes the trace.  info is changed first and the directory last, both
  * through descriptors: until then no one else can put anything in it, and

@@ -15,11 +15,13 @@
 #include <string.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "blocks.h"
 #include "ftpad_clock.h"
 #include "ftpad_record.h"
 #include "ftpad_trace.h"
@@ -201,7 +203,7 @@ int write_info_head_fd(int fd, char *const *argv, const char *extra)
 	/* One write, at the fflush: a viewer that reads info meanwhile (ftpad
 	 * live) finds it empty, or with its head and state= whole. */
 	setvbuf(f, NULL, _IOFBF, 65536);
-	fprintf(f, "format=1\ncommand=");
+	fprintf(f, "format=%d\ncommand=", FTPAD_TRACE_VERSION);
 	for (char *const *a = argv; *a; a++) {
 		fputc('\'', f);
 		for (const char *p = *a; *p; p++)
@@ -322,6 +324,58 @@ static bool parse_dropped_by(const char *line, struct summary *by)
 	return true;
 }
 
+static void count_event(const struct ftpad_event *e, struct summary *image)
+{
+	if (ftpad_event_kind(e) == FTPAD_EVENT_LOST) {
+		unsigned cause = ftpad_event_site(e);
+
+		image->dropped += e->sp;
+		if (cause < FTPAD_LOST_CAUSES)
+			add_drop(image, cause, e->sp, e->time);
+	} else {
+		image->events++;
+	}
+}
+
+/* A version 1 file's events, after its header. */
+static void count_raw(FILE *f, struct summary *image)
+{
+	struct ftpad_event e;
+
+	while (fread(&e, sizeof(e), 1, f) == 1) {
+		count_event(&e, image);
+		image->bytes += sizeof(e);
+	}
+}
+
+/* A version 2 file's events, in its whole blocks; a spoiled block ends
+ * the count there, as a cut one does. */
+static void count_blocks(FILE *f, struct summary *image)
+{
+	const size_t header = sizeof(struct ftpad_trace_thread_header);
+	struct trace_block_reader r;
+	struct trace_blocks b;
+	struct stat st;
+	char why[256];
+	uint8_t *map;
+	long n;
+
+	if (fstat(fileno(f), &st) || (size_t)st.st_size <= header)
+		return;
+	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+	if (map == MAP_FAILED)
+		return;
+	if (!trace_blocks_scan(map + header, st.st_size - header, &b, why, sizeof(why)) &&
+	    !trace_block_reader_open(&r, map + header, &b)) {
+		while ((n = trace_block_read(&r, why, sizeof(why))) > 0)
+			for (long i = 0; i < n; i++)
+				count_event(&r.ev[i], image);
+		image->bytes += header + r.at; /* the blocks read */
+		trace_block_reader_close(&r);
+	}
+	munmap(map, st.st_size);
+}
+
 /* What an image's writer had written: its events and its LOST counts
  * (docs/format.md), for an image that could not say its totals.  Read as
  * open_image() reads: through no link, regular files only, and in a
@@ -339,27 +393,15 @@ static void count_written(int dir, const struct stat *top, const char *name,
 		return;
 	}
 	while ((d = readdir(entries))) {
-		uint64_t ev[2]; /* time, then the event word and sp */
+		struct ftpad_trace_thread_header h;
 		FILE *f;
 
 		if (!strstr(d->d_name, ".events"))
 			continue;
 		if (!(f = open_trace_file(sub, d->d_name, top)))
 			continue;
-		if (!fseek(f, 64, SEEK_SET))
-			while (fread(ev, sizeof(ev), 1, f) == 1) {
-				uint32_t what = (uint32_t)ev[1], sp = (uint32_t)(ev[1] >> 32);
-
-				if (what >> 28 == FTPAD_EVENT_LOST) {
-					unsigned cause = what & FTPAD_EVENT_SITE_MASK;
-
-					image->dropped += sp;
-					if (cause < FTPAD_LOST_CAUSES)
-						add_drop(image, cause, sp, ev[0]);
-				} else
-					image->events++;
-				image->bytes += sizeof(ev);
-			}
+		if (fread(&h, sizeof(h), 1, f) == 1)
+			(h.version == FTPAD_TRACE_VERSION_RAW ? count_raw : count_blocks)(f, image);
 		fclose(f);
 	}
 	closedir(entries);

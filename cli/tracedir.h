@@ -68,7 +68,7 @@ struct proc_ends {
 	size_t n, cap;
 };
 
-/* info's first lines: format=1, command= (argv shell-quoted), then extra
+/* info's first lines: format=2, command= (argv shell-quoted), then extra
  * (lines with their newlines, or NULL), then state=recording and
  * recorder= (this process); written to tmp/info, or appended through the
  * descriptor info (left open). */

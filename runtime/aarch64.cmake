@@ -25,8 +25,10 @@ list(TRANSFORM a64_sources PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 list(APPEND a64_sources ${FTPAD_PAD_DIR}/aarch64.c)
 # As the host objects: position independent, never padded themselves.
 # Branch protection on, so that a BTI program linked with it keeps BTI.
+# No aarch64 libzstd on the host: its recorder writes varint-coded blocks
+# (the top CMakeLists.txt).
 set(a64_flags -std=gnu11 -O2 -g -Wall -Wextra -fPIC -fvisibility=hidden
-  -fno-instrument-functions -mbranch-protection=standard
+  -fno-instrument-functions -mbranch-protection=standard -DFTPAD_HAVE_ZSTD=0
   -I${FTPAD_PUBLIC_INCLUDE} -I${FTPAD_PAD_DIR} -I${CMAKE_CURRENT_SOURCE_DIR})
 
 file(MAKE_DIRECTORY ${a64_dir}/obj)

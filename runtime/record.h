@@ -218,13 +218,16 @@ int trace_dir(void) RECORD_SHARED(trace_dir);
 /* Events files are made under this directory (a descriptor) instead of
  * the trace directory; -1: the trace directory again. */
 void set_events_dir(int fd) RECORD_SHARED(set_events_dir);
-void put_events(struct rthread *t, const struct ftpad_event *ev, size_t len)
+void put_events(struct rthread *t, const struct ftpad_event *ev, size_t n)
 	RECORD_SHARED(put_events);
 void close_events(struct rthread *t) RECORD_SHARED(close_events);
 void hold_xfsz(sigset_t *old) RECORD_SHARED(hold_xfsz);
 void release_xfsz(const sigset_t *old) RECORD_SHARED(release_xfsz);
 void write_all(int fd, const void *buf, size_t len) RECORD_SHARED(write_all);
 void start_writer(void) RECORD_SHARED(start_writer);
+/* The writer's encoder sized for chunk_events (after set_pool()); not
+ * from a signal handler. */
+void setup_encoder(void) RECORD_SHARED(setup_encoder);
 void flush_all(void) RECORD_SHARED(flush_all);
 void flush_thread(struct rthread *t) RECORD_SHARED(flush_thread);
 void count_totals(struct ftpad_record_totals *tot) RECORD_SHARED(count_totals);

@@ -93,7 +93,7 @@ void ring_write_out(void)
 
 	while ((c = ring_head)) {
 		ring_head = c->next;
-		put_events(c->owner, c->ev, c->n * sizeof(struct ftpad_event));
+		put_events(c->owner, c->ev, c->n);
 		free_chunk(c);
 	}
 	ring_tail = NULL;
@@ -174,7 +174,7 @@ static uint64_t snapshot_events(int snap)
 	}
 	set_events_dir(snap);
 	for (const struct chunk *c = ring_head; c; c = c->next) {
-		put_events(c->owner, c->ev, c->n * sizeof(struct ftpad_event));
+		put_events(c->owner, c->ev, c->n);
 		n += events_in(c);
 	}
 	for (t = all; t; t = t->next) {
@@ -182,7 +182,7 @@ static uint64_t snapshot_events(int snap)
 		uint32_t k = c ? __atomic_load_n(&c->n, __ATOMIC_ACQUIRE) : 0;
 
 		if (k-- > 1) {
-			put_events(t, c->ev, k * sizeof(struct ftpad_event));
+			put_events(t, c->ev, k);
 			for (uint32_t i = 0; i < k; i++)
 				n += ftpad_event_kind(&c->ev[i]) != FTPAD_EVENT_LOST;
 		}

@@ -497,6 +497,8 @@ static int begin(const char *trace_dir, const char *how, const char *from, bool 
 	err = setup_once();
 	if (!err && !set_pool())
 		err = -ENOMEM;
+	if (!err)
+		setup_encoder();
 	if (!err && bad_setting && request)
 		err = -EINVAL;
 	if (!err && !reset_threads())

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "record_encode.h"
 
 char dir[PATH_MAX];
 char image[64];
@@ -107,39 +108,77 @@ void release_xfsz(const sigset_t *old)
 	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-/* len bytes of whole events into fd: 0, or the errno of the write that
- * stopped, the file cut back to its last whole event and *done the bytes
- * of whole events in it. */
-static int write_events(int fd, const void *buf, size_t len, size_t *done)
+/* One whole unit (the header, a block) of len bytes into fd: 0, or the
+ * errno of the write that stopped, the file cut back to where the unit
+ * began. */
+static int write_unit(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
-	size_t part;
+	size_t done = 0;
 	int err;
 
-	*done = 0;
-	while (*done < len) {
-		ssize_t n = write(fd, p + *done, len - *done);
+	while (done < len) {
+		ssize_t n = write(fd, p + done, len - done);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n > 0) {
-			*done += n;
+			done += n;
 			continue;
 		}
 		err = n < 0 ? errno : EIO;
 		xfsz_caused |= err == EFBIG;
-		part = *done % sizeof(struct ftpad_event);
-		if (part) {
+		if (done) {
 			off_t end = lseek(fd, 0, SEEK_END);
 
-			if (end >= (off_t)part && ftruncate(fd, end - part)) {
-				/* a stray piece at the end: a reader reads to the last whole event */
+			if (end >= (off_t)done && ftruncate(fd, end - done)) {
+				/* a stray piece at the end: a reader reads to the last whole block */
 			}
-			*done -= part;
 		}
 		return err;
 	}
 	return 0;
+}
+
+/*
+ * The encoder of the blocks (record_encode.h), the writer's alone, under
+ * write_lock: its memory is taken as the trace starts (setup_encoder()),
+ * so that a flush from a signal handler allocates nothing.  A forked
+ * child has its own copy, and each block starts the compressor afresh, so
+ * a block the parent's writer was making when the fork came is no harm.
+ * Without that memory, blocks of a few events, varint-coded, in a buffer
+ * of its own.
+ */
+#define RECORD_ZSTD_LEVEL 1
+#define SMALL_BLOCK_EVENTS 64
+static struct ftpad_block_encoder encoder;
+static void *encoder_mem;
+static size_t encoder_mem_size;
+/* The columns, and the block with room for zstd's bound on them. */
+static uint64_t small_encoder_mem[(SMALL_BLOCK_EVENTS * FTPAD_TRACE_BLOCK_EVENT_MAX_BYTES * 3 +
+				   sizeof(struct ftpad_trace_block) + 512) / 8];
+
+void setup_encoder(void)
+{
+	size_t events = chunk_events < FTPAD_TRACE_BLOCK_EVENTS_MAX ? chunk_events
+								     : FTPAD_TRACE_BLOCK_EVENTS_MAX;
+	size_t size = ftpad_block_encoder_size(events, RECORD_ZSTD_LEVEL);
+
+	if (encoder_mem && size != encoder_mem_size) {
+		munmap(encoder_mem, encoder_mem_size);
+		encoder_mem = NULL;
+	}
+	if (!encoder_mem) {
+		encoder_mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				   -1, 0);
+		encoder_mem_size = size;
+		if (encoder_mem == MAP_FAILED)
+			encoder_mem = NULL;
+	}
+	if (!encoder_mem ||
+	    ftpad_block_encoder_init(&encoder, encoder_mem, size, events, RECORD_ZSTD_LEVEL))
+		ftpad_block_encoder_init(&encoder, small_encoder_mem, sizeof(small_encoder_mem),
+					 SMALL_BLOCK_EVENTS, RECORD_ZSTD_LEVEL);
 }
 
 /*
@@ -228,12 +267,12 @@ static int write_header(struct rthread *t)
 		.pid = getpid(),
 		.tid = t->tid,
 	};
-	size_t done;
 	int err;
 
 	memcpy(h.comm, t->comm, sizeof(h.comm));
-	err = write_events(t->fd.fd, &h, sizeof(h), &done);
-	bytes_written += done;
+	err = write_unit(t->fd.fd, &h, sizeof(h));
+	if (!err)
+		bytes_written += sizeof(h);
 	return err;
 }
 
@@ -281,9 +320,9 @@ void close_events(struct rthread *t)
 	t->fd.fd = -1;
 }
 
-/* Events of t (whole ones, buf: len bytes) into its file, or counted as
- * unwritten with the cause. */
-void put_events(struct rthread *t, const struct ftpad_event *ev, size_t len)
+/* n events of t into its file, encoded in blocks, or counted as unwritten
+ * with the cause. */
+void put_events(struct rthread *t, const struct ftpad_event *ev, size_t n)
 {
 	size_t done = 0;
 	int err = 0;
@@ -292,13 +331,22 @@ void put_events(struct rthread *t, const struct ftpad_event *ev, size_t len)
 		t->fd.fd = -1; /* the program's number now: left to it */
 	if (t->fd.fd < 0)
 		err = open_events(t);
-	if (!err)
-		err = write_events(t->fd.fd, ev, len, &done);
-	bytes_written += done;
+	if (!err && !encoder.max_events)
+		err = ENOMEM; /* no encoder: not a trace started by begin() */
+	while (!err && done < n) {
+		size_t k = n - done < encoder.max_events ? n - done : encoder.max_events;
+		size_t len = ftpad_block_encode(&encoder, ev + done, k);
+
+		err = write_unit(t->fd.fd, encoder.out, len);
+		if (!err) {
+			bytes_written += len;
+			done += k;
+		}
+	}
 	if (!err)
 		return;
 	/* LOST events carry counts already dropped: not events themselves */
-	for (size_t i = done / sizeof(*ev); i < len / sizeof(*ev); i++)
+	for (size_t i = done; i < n; i++)
 		t->unwritten += ftpad_event_kind(&ev[i]) != FTPAD_EVENT_LOST;
 	if (!t->unwritten_err) {
 		t->unwritten_err = err;
@@ -323,7 +371,7 @@ static void write_lost_tail(struct rthread *t)
 		put_lost(t, tail, FTPAD_LOST_CAUSES);
 		if (!tail->n)
 			return;
-		put_events(t, tail->ev, tail->n * sizeof(struct ftpad_event));
+		put_events(t, tail->ev, tail->n);
 	}
 }
 
@@ -370,7 +418,7 @@ static void drain(void)
 
 		list = c->next;
 		t = c->owner;
-		put_events(t, c->ev, len);
+		put_events(t, c->ev, c->n);
 		__atomic_sub_fetch(reserved, chunk_events * sizeof(struct ftpad_event) - len,
 				   __ATOMIC_RELAXED);
 		if (t->last_chunk == c) {
@@ -585,7 +633,7 @@ void create_info(void)
 
 	if (fd < 0)
 		return; /* there already, or the appends below will say nothing either */
-	write_all(fd, "format=1\n", 9);
+	write_all(fd, "format=2\n", 9);
 	close(fd);
 }
 

@@ -16,6 +16,9 @@ set -euo pipefail
 # too, but the build uses it by name).
 demo_packages=(
   cmake make gcc g++ gcc-12-plugin-dev libelf-dev zlib1g-dev pkg-config binutils
+  # the recorder compresses its events files and the viewers read them
+  # back (docs/dependencies.md): the build links libzstd
+  libzstd-dev
 )
 
 case "${1:-}" in

@@ -442,3 +442,84 @@ def starts_with_pad(image, addr, arch, first=None):
         return code.startswith(first or NOP5)
     code = code[4:] if code.startswith(A64_BTI_C) else code
     return code.startswith(first or A64_MOV_X9_X30)
+
+
+# Events files (<ftpad_trace.h>, docs/format.md "The trace directory"):
+# the 64-byte header, then version 1's 16-byte events or version 2's blocks.
+EVENTS_HEADER = struct.Struct("<8sHHHHII16s24x")
+EVENT = struct.Struct("<QII")
+BLOCK = struct.Struct("<4sB3xIIIIIIQ")  # struct ftpad_trace_block
+BLOCK_ZSTD = 1
+# A program statically linked with libftpad.a links libzstd too (ftpad.pc's
+# Libs.private).
+LIBFTPAD_A_LIBS = ["-lzstd"]
+
+
+def _zstd():
+    import ctypes
+    lib = ctypes.CDLL("libzstd.so.1")
+    lib.ZSTD_decompress.restype = ctypes.c_size_t
+    lib.ZSTD_decompress.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                    ctypes.c_size_t]
+    lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+    return lib, ctypes
+
+
+def zstd_decompress(frame, size):
+    """One zstd frame of SIZE bytes once decompressed (libzstd through ctypes:
+    Debian's python3 has no zstd module)."""
+    lib, ctypes = _zstd()
+    out = ctypes.create_string_buffer(size)
+    n = lib.ZSTD_decompress(out, size, frame, len(frame))
+    assert not lib.ZSTD_isError(n) and n == size, f"bad zstd frame ({n}, want {size})"
+    return out.raw[:size]
+
+
+def _varints(data):
+    out, v, shift = [], 0, 0
+    for b in data:
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            out.append(v)
+            v, shift = 0, 0
+    assert shift == 0, "a varint cut short"
+    return out
+
+
+def decode_blocks(body):
+    """(events as (time, what, sp), bytes of whole blocks) of a version 2
+    body; asserts on what a recorder never writes."""
+    events, at = [], 0
+    while len(body) - at >= BLOCK.size:
+        magic, coding, size, n, raw_size, time_size, what_size, _, first = \
+            BLOCK.unpack_from(body, at)
+        assert magic == b"FBLK", f"no block at byte {at}"
+        if at + BLOCK.size + size > len(body):
+            break
+        data = body[at + BLOCK.size:at + BLOCK.size + size]
+        raw = zstd_decompress(data, raw_size) if coding == BLOCK_ZSTD else data
+        assert len(raw) == raw_size
+        times = _varints(raw[:time_size])
+        whats = _varints(raw[time_size:time_size + what_size])
+        sps = _varints(raw[time_size + what_size:])
+        assert len(times) == len(whats) == len(sps) == n
+        t, sp = first, 0
+        for dt, w, dsp in zip(times, whats, sps):
+            t = (t + ((dt >> 1) ^ -(dt & 1))) % 2**64
+            sp = (sp + ((dsp >> 1) ^ -(dsp & 1))) % 2**32
+            events.append((t, (w >> 4 | w << 28) & 0xffffffff, sp))
+        at += BLOCK.size + size
+    return events, at
+
+
+def read_events_file(data):
+    """(header fields, [(time, what, sp)...], stray bytes at the end) of an
+    events file of either version."""
+    header = EVENTS_HEADER.unpack_from(data)
+    body = data[64:]
+    if header[1] == 1:
+        whole = len(body) // EVENT.size * EVENT.size
+        return header, list(EVENT.iter_unpack(body[:whole])), len(body) - whole
+    events, whole = decode_blocks(body)
+    return header, events, len(body) - whole

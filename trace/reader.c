@@ -32,6 +32,19 @@ void trace_warn(struct trace *t, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+void trace_fatal(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("ftpad: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
 static int trace_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int trace_error(const char *fmt, ...)
 {
@@ -385,9 +398,9 @@ static int read_info(struct trace *t)
 		else if (!strcmp(line, "clock_sync"))
 			rc = parse_clock_sync(t, path, v, pairs, &npairs);
 	}
-	if (!rc && format != FTPAD_TRACE_VERSION)
-		rc = trace_error("%s: trace format %d is not the one this ftpad reads (%d)", path, format,
-				 FTPAD_TRACE_VERSION);
+	if (!rc && format != FTPAD_TRACE_VERSION && format != FTPAD_TRACE_VERSION_RAW)
+		rc = trace_error("%s: trace format %d is not one this ftpad reads (%d, %d)", path,
+				 format, FTPAD_TRACE_VERSION_RAW, FTPAD_TRACE_VERSION);
 	if (!rc && npairs == 1 && trace_recorder_alive(t))
 		add_clock_now(pairs, &npairs);
 	if (!rc)
@@ -564,19 +577,54 @@ int trace_check_header(const struct trace *t, const char *path, const void *byte
 	memcpy(&h, bytes, sizeof(h));
 	if (memcmp(h.magic, FTPAD_TRACE_MAGIC, sizeof(h.magic)))
 		return trace_error("%s: not an ftpad events file (no FTPADTRC magic)", path);
-	if (h.version != FTPAD_TRACE_VERSION)
-		return trace_error("%s: events format version %u is not the one this ftpad reads (%d)",
-				   path, h.version, FTPAD_TRACE_VERSION);
+	if (h.version != FTPAD_TRACE_VERSION && h.version != FTPAD_TRACE_VERSION_RAW)
+		return trace_error("%s: events format version %u is not one this ftpad reads (%d, %d)",
+				   path, h.version, FTPAD_TRACE_VERSION_RAW, FTPAD_TRACE_VERSION);
 	if (h.header_size < sizeof(h) || h.header_size > len ||
 	    h.event_size != sizeof(struct ftpad_event))
 		return trace_error("%s: header says %u-byte header and %u-byte events; want %zu and %zu",
 				   path, h.header_size, h.event_size, sizeof(h),
 				   sizeof(struct ftpad_event));
+	th->version = h.version;
 	th->pid = h.pid;
 	th->tid = h.tid;
 	memcpy(th->comm, h.comm, sizeof(h.comm));
 	th->comm[16] = 0;
 	return h.header_size;
+}
+
+void trace_thread_blocks(const struct trace_thread *th, struct trace_block_reader *r)
+{
+	if (trace_block_reader_open(r, (const uint8_t *)th->map + th->body, &th->blocks))
+		trace_fatal("%s: out of memory for a block of %zu events", th->path,
+			    th->blocks.max_events);
+}
+
+/* Version 2: the blocks' headers checked, and the first block decoded
+ * for the first event's time; the rest are decoded as a walk goes. */
+static int scan_thread(struct trace *t, struct trace_thread *th, size_t header)
+{
+	struct trace_block_reader r;
+	size_t body = th->map_len - header;
+	char why[256];
+	long n;
+
+	th->body = header;
+	if (trace_blocks_scan((const uint8_t *)th->map + header, body, &th->blocks, why,
+			      sizeof(why)))
+		return trace_error("%s: %s", th->path, why);
+	th->nevents = th->blocks.nevents;
+	if (th->blocks.whole < body && !t->quiet)
+		trace_warn(t, "%s: cut short: read to its last whole block (%zu events), %zu stray "
+			   "bytes ignored", th->path, th->nevents, body - th->blocks.whole);
+	if (!th->nevents)
+		return 0;
+	trace_thread_blocks(th, &r);
+	n = trace_block_read(&r, why, sizeof(why));
+	if (n > 0)
+		th->first_time = r.ev[0].time;
+	trace_block_reader_close(&r);
+	return n > 0 ? 0 : trace_error("%s: %s", th->path, why);
 }
 
 static int map_thread(struct trace *t, struct trace_thread *th)
@@ -608,9 +656,12 @@ static int map_thread(struct trace *t, struct trace_thread *th)
 	header = trace_check_header(t, th->path, th->map, th->map_len, th);
 	if (header < 0)
 		return -1;
+	if (th->version != FTPAD_TRACE_VERSION_RAW)
+		return scan_thread(t, th, (size_t)header);
 	body = th->map_len - (size_t)header;
 	th->events = (const struct ftpad_event *)((const char *)th->map + header);
 	th->nevents = body / sizeof(struct ftpad_event);
+	th->first_time = th->nevents ? th->events[0].time : 0;
 	if (body % sizeof(struct ftpad_event) && !t->quiet)
 		trace_warn(t, "%s: cut short: read to its last whole event (%zu), %zu stray bytes ignored",
 			   th->path, th->nevents, body % sizeof(struct ftpad_event));
@@ -642,7 +693,7 @@ static int read_threads(struct trace *t, struct trace_image *im, const char *dir
 			im->threads = xrealloc(im->threads, (cap = cap * 2 + 8) * sizeof(*im->threads));
 		im->threads[im->nthreads] = (struct trace_thread){ .path = path_join(dir, de->d_name) };
 		rc = map_thread(t, &im->threads[im->nthreads++]);
-		if (!rc && !t->quiet && !im->threads[im->nthreads - 1].events) {
+		if (!rc && !t->quiet && !im->threads[im->nthreads - 1].version) {
 			/* headerless (map_thread() said so): no thread to show */
 			struct trace_thread *th = &im->threads[--im->nthreads];
 
@@ -741,7 +792,7 @@ static void find_first_ns(struct trace *t)
 
 			if (!th->nevents)
 				continue;
-			ns = trace_ticks_to_ns(&t->clock, th->events[0].time);
+			ns = trace_ticks_to_ns(&t->clock, th->first_time);
 			if (!any || ns < t->first_ns)
 				t->first_ns = ns;
 			any = 1;

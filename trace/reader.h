@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "blocks.h"
 #include "ftpad_trace.h"
 
 #define TRACE_NONE UINT32_MAX
@@ -41,10 +42,16 @@ struct trace_thread {
 	char *path;
 	uint32_t pid, tid;
 	char comm[17];
-	const struct ftpad_event *events; /* in the mapping */
+	unsigned version; /* the file's: FTPAD_TRACE_VERSION, _RAW; 0: no header */
+	const struct ftpad_event *events; /* version 1: in the mapping */
 	size_t nevents;
+	uint64_t first_time; /* the first event's, if any */
 	void *map;
 	size_t map_len;
+	/* version 2: the blocks after the header, decoded as a walk goes
+	 * (trace_thread_blocks()) */
+	size_t body;
+	struct trace_blocks blocks;
 	/* events the recorder could not write into this file (the image's
 	 * lost_write=), and the errno name that said why */
 	uint64_t unwritten;
@@ -168,5 +175,12 @@ int trace_open_file(const char *path, struct stat *st, const char **why);
 char *trace_slurp(const char *path, size_t *len, const char **why);
 
 void trace_warn(struct trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Says the error and exits with status 1: a block of a version 2 file
+ * whose data is spoiled, found as a walk decodes it. */
+void trace_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* th's version 2 blocks, for trace_block_read(); exits (trace_fatal())
+ * when there is no memory for them. */
+void trace_thread_blocks(const struct trace_thread *th, struct trace_block_reader *r);
 
 #endif

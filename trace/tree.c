@@ -132,74 +132,100 @@ static inline int sp_above(uint32_t a, uint32_t b)
  * found is the next outer).  Any other such exit stays stray: its entry
  * was lost, say.
  */
+/* tree_find_cut()'s state between one event and the next. */
+struct cut_scan {
+	struct tree_walk *w;
+	const struct trace_site *sites;
+	uint32_t nsites;
+	struct tree_cut *stack;
+	size_t ncut, depth, cap;
+	uint32_t top;
+	int have_top;
+};
+
+static void cut_scan_event(struct cut_scan *c, const struct ftpad_event *e)
+{
+	uint32_t site = ftpad_event_site(e), func, sp = e->sp;
+	unsigned kind = ftpad_event_kind(e);
+	size_t i;
+
+	switch (kind) {
+	case FTPAD_EVENT_ENTRY:
+	case FTPAD_EVENT_SIGNAL:
+		if (kind == FTPAD_EVENT_ENTRY) {
+			if (site >= c->nsites || c->sites[site].func == TRACE_NONE)
+				return;
+			func = c->sites[site].noexit ? TRACE_NONE - 1 : c->sites[site].func;
+		} else {
+			func = TRACE_NONE;
+		}
+		if (!c->have_top || sp_above(sp, c->top))
+			c->top = sp;
+		c->have_top = 1;
+		while (c->depth && !sp_above(c->stack[c->depth - 1].sp, sp))
+			c->depth--;
+		if (func == TRACE_NONE - 1) /* entries only: no frame */
+			return;
+		if (c->depth == c->cap)
+			c->stack = cut_room(&c->w->scan, &c->cap, c->depth);
+		c->stack[c->depth++] = (struct tree_cut){ func, sp };
+		return;
+	case FTPAD_EVENT_UNWIND:
+		if (!c->have_top || sp_above(sp, c->top))
+			c->top = sp;
+		c->have_top = 1;
+		while (c->depth && sp_above(sp, c->stack[c->depth - 1].sp))
+			c->depth--;
+		return;
+	case FTPAD_EVENT_EXIT:
+	case FTPAD_EVENT_TAIL_EXIT:
+		if (site >= c->nsites || c->sites[site].func == TRACE_NONE)
+			return;
+		func = c->sites[site].func;
+		break;
+	case FTPAD_EVENT_SIGRETURN:
+		func = TRACE_NONE;
+		break;
+	default:
+		return;
+	}
+	for (i = c->depth; i && c->stack[i - 1].func != func; i--)
+		;
+	if (i) {
+		c->depth = i - 1;
+	} else if (kind != FTPAD_EVENT_SIGRETURN && (!c->have_top || sp_above(sp, c->top)) &&
+		   (!c->ncut || sp_above(sp, c->w->cut[c->ncut - 1].sp))) {
+		cut_room(&c->w->cut, &c->w->cut_cap, c->ncut)[c->ncut] =
+			(struct tree_cut){ func, sp };
+		c->ncut++;
+		c->depth = 0;
+	}
+}
+
 size_t tree_find_cut(struct tree_walk *w, const struct trace_image *im,
 		     const struct trace_thread *th)
 {
-	const struct ftpad_event *e = th->events, *end = e + th->nevents;
-	const struct trace_site *sites = im->sites;
-	const uint32_t nsites = im->nsites;
-	struct tree_cut *stack = w->scan;
-	size_t ncut = 0, depth = 0, cap = w->scan_cap, i;
-	uint32_t top = 0;
-	int have_top = 0;
+	struct cut_scan c = { .w = w, .sites = im->sites, .nsites = im->nsites,
+			      .stack = w->scan, .cap = w->scan_cap };
 
-	for (; e < end; e++) {
-		uint32_t site = ftpad_event_site(e), func, sp = e->sp;
-		unsigned kind = ftpad_event_kind(e);
+	if (th->version == FTPAD_TRACE_VERSION_RAW) {
+		for (size_t i = 0; i < th->nevents; i++)
+			cut_scan_event(&c, &th->events[i]);
+	} else if (th->nevents) { /* version 2: a block at a time, as the walk */
+		struct trace_block_reader r;
+		char why[256];
+		long n;
 
-		switch (kind) {
-		case FTPAD_EVENT_ENTRY:
-		case FTPAD_EVENT_SIGNAL:
-			if (kind == FTPAD_EVENT_ENTRY) {
-				if (site >= nsites || sites[site].func == TRACE_NONE)
-					continue;
-				func = sites[site].noexit ? TRACE_NONE - 1 : sites[site].func;
-			} else {
-				func = TRACE_NONE;
-			}
-			if (!have_top || sp_above(sp, top))
-				top = sp;
-			have_top = 1;
-			while (depth && !sp_above(stack[depth - 1].sp, sp))
-				depth--;
-			if (func == TRACE_NONE - 1) /* entries only: no frame */
-				continue;
-			if (depth == cap)
-				stack = cut_room(&w->scan, &cap, depth);
-			stack[depth++] = (struct tree_cut){ func, sp };
-			continue;
-		case FTPAD_EVENT_UNWIND:
-			if (!have_top || sp_above(sp, top))
-				top = sp;
-			have_top = 1;
-			while (depth && sp_above(sp, stack[depth - 1].sp))
-				depth--;
-			continue;
-		case FTPAD_EVENT_EXIT:
-		case FTPAD_EVENT_TAIL_EXIT:
-			if (site >= nsites || sites[site].func == TRACE_NONE)
-				continue;
-			func = sites[site].func;
-			break;
-		case FTPAD_EVENT_SIGRETURN:
-			func = TRACE_NONE;
-			break;
-		default:
-			continue;
-		}
-		for (i = depth; i && stack[i - 1].func != func; i--)
-			;
-		if (i) {
-			depth = i - 1;
-		} else if (kind != FTPAD_EVENT_SIGRETURN && (!have_top || sp_above(sp, top)) &&
-			   (!ncut || sp_above(sp, w->cut[ncut - 1].sp))) {
-			cut_room(&w->cut, &w->cut_cap, ncut)[ncut] = (struct tree_cut){ func, sp };
-			ncut++;
-			depth = 0;
-		}
+		trace_thread_blocks(th, &r);
+		while ((n = trace_block_read(&r, why, sizeof(why))) > 0)
+			for (long i = 0; i < n; i++)
+				cut_scan_event(&c, &r.ev[i]);
+		trace_block_reader_close(&r);
+		if (n < 0)
+			trace_fatal("%s: %s", th->path, why);
 	}
-	w->scan_cap = cap;
-	return ncut;
+	w->scan_cap = c.cap;
+	return c.ncut;
 }
 
 void tree_walk_thread(struct tree_walk *w, const struct trace_image *im,

@@ -191,7 +191,7 @@ static inline TREE_INLINE void tree_walk_thread_with(
 	memset(&w->st, 0, sizeof(w->st));
 	w->st.events = th->nevents;
 	w->st.snapshot = w->trace->snapshot;
-	w->last = th->nevents ? trace_ticks_to_ns(&clock, e->time) : 0;
+	w->last = th->nevents ? trace_ticks_to_ns(&clock, th->first_time) : 0;
 	/* Frames cut at the start, outermost first, as if entered at the
 	 * thread's first event: their exits then close them.  Looked for
 	 * where a thread may start mid-stack (the search is a pass over its
@@ -206,8 +206,23 @@ static inline TREE_INLINE void tree_walk_thread_with(
 		if (ops->open)
 			ops->open(w, f);
 	}
-	for (; e < end; e++)
-		walk_event(w, ops, sites, nsites, e, trace_ticks_to_ns(&clock, e->time));
+	if (th->version == FTPAD_TRACE_VERSION_RAW) {
+		for (; e < end; e++)
+			walk_event(w, ops, sites, nsites, e, trace_ticks_to_ns(&clock, e->time));
+	} else if (th->nevents) { /* version 2: a block at a time */
+		struct trace_block_reader r;
+		char why[256];
+		long n;
+
+		trace_thread_blocks(th, &r);
+		while ((n = trace_block_read(&r, why, sizeof(why))) > 0)
+			for (e = r.ev, end = e + n; e < end; e++)
+				walk_event(w, ops, sites, nsites, e,
+					   trace_ticks_to_ns(&clock, e->time));
+		trace_block_reader_close(&r);
+		if (n < 0)
+			trace_fatal("%s: %s", th->path, why);
+	}
 	while (w->depth) /* still open at the end: exit(), pthread_exit(), killed, detached */
 		walk_pop(w, ops, w->last, w->trace->attached ? TREE_RUNNING : TREE_UNWOUND);
 	if (th->unwritten) { /* where in the file they belonged is not known: at its end */

@@ -13,7 +13,10 @@
 
 #include <stdint.h>
 
-#define FTPAD_TRACE_VERSION 1
+/* Version 2: events in compressed blocks (below); version 1 (events as
+ * they are, 16 bytes each, after the header) is still read. */
+#define FTPAD_TRACE_VERSION 2
+#define FTPAD_TRACE_VERSION_RAW 1
 #define FTPAD_TRACE_MAGIC "FTPADTRC" /* 8 bytes, no NUL */
 
 /* What an event says (the top 4 bits of struct ftpad_event.what). */
@@ -122,8 +125,11 @@ static inline uint32_t ftpad_event_what(unsigned kind, uint32_t site)
 
 /*
  * The start of each thread's events file, <image>/<tid>.events: 64 bytes,
- * then events to the end of the file.  A file cut short (the process was
- * killed while writing) ends at its last whole event.
+ * then, in version 2, blocks of events (struct ftpad_trace_block) to the
+ * end of the file; in version 1, struct ftpad_events to the end of the
+ * file.  A file cut short (the process was killed while writing) ends at
+ * its last whole block (version 1: event).  event_size is 16 in both: the
+ * size of an event once decoded.
  */
 struct ftpad_trace_thread_header {
 	char magic[8];        /* FTPAD_TRACE_MAGIC */
@@ -137,10 +143,58 @@ struct ftpad_trace_thread_header {
 	uint64_t reserved[3]; /* 0 */
 };
 
+/*
+ * Version 2's events: blocks, each this header then `size` bytes of data,
+ * which hold `events` events (1 to FTPAD_TRACE_BLOCK_EVENTS_MAX) as three
+ * columns of LEB128 varints (7 bits a byte, low first, the top bit set on
+ * every byte but the last), one after the other, `raw_size` bytes in all:
+ *
+ *   time:  per event, zigzag(time - the previous event's time), as a
+ *          signed 64-bit difference; the first event's previous time is
+ *          first_time (so its own is 0).  zigzag(d) = d << 1 ^ d >> 63.
+ *   what:  per event, site << 4 | kind (what rotated left by 4 bits), so
+ *          that small site ids take one or two bytes whatever the kind.
+ *   sp:    per event, zigzag(sp - the previous event's sp), as a signed
+ *          32-bit difference; the first event's previous sp is 0.
+ *
+ * The time column is time_size bytes, the what column what_size bytes, the
+ * sp column the rest.  Every field of every kind, known to the reader or
+ * not, goes through the same way.  With coding FTPAD_TRACE_BLOCK_ZSTD the
+ * data is one zstd frame (RFC 8878, with its content checksum) of the
+ * columns, and smaller than they are (else the block is written
+ * varint-coded); with FTPAD_TRACE_BLOCK_VARINT it is the columns
+ * themselves (a recorder built without libzstd writes these).  Each block stands alone:
+ * a reader may start at any block, and one cut short ends the file.
+ */
+#define FTPAD_TRACE_BLOCK_MAGIC "FBLK" /* 4 bytes, no NUL */
+#define FTPAD_TRACE_BLOCK_EVENTS_MAX (1u << 20)
+/* The most bytes an event takes in the columns: 10 + 5 + 5. */
+#define FTPAD_TRACE_BLOCK_EVENT_MAX_BYTES 20
+
+enum ftpad_trace_block_coding {
+	FTPAD_TRACE_BLOCK_VARINT = 0, /* the columns as they are */
+	FTPAD_TRACE_BLOCK_ZSTD = 1,   /* the columns in one zstd frame */
+};
+
+struct ftpad_trace_block {
+	char magic[4];        /* FTPAD_TRACE_BLOCK_MAGIC */
+	uint8_t coding;       /* enum ftpad_trace_block_coding */
+	uint8_t reserved[3];  /* 0 */
+	uint32_t size;        /* bytes of data after this header */
+	uint32_t events;      /* events in the block */
+	uint32_t raw_size;    /* bytes of the three columns */
+	uint32_t time_size;   /* bytes of the time column (the first) */
+	uint32_t what_size;   /* bytes of the what column (the second) */
+	uint32_t reserved2;   /* 0 */
+	uint64_t first_time;  /* the time of the block's first event */
+};
+
 #ifdef __cplusplus
+static_assert(sizeof(struct ftpad_trace_block) == 40, "a block header is 40 bytes");
 static_assert(sizeof(struct ftpad_event) == 16, "an event is 16 bytes");
 static_assert(sizeof(struct ftpad_trace_thread_header) == 64, "the header is 64 bytes");
 #else
+_Static_assert(sizeof(struct ftpad_trace_block) == 40, "a block header is 40 bytes");
 _Static_assert(sizeof(struct ftpad_event) == 16, "an event is 16 bytes");
 _Static_assert(sizeof(struct ftpad_trace_thread_header) == 64, "the header is 64 bytes");
 #endif

@@ -120,7 +120,7 @@ def attach_twice(progs, victim, tmp_path):
         assert f"ftpad: 7 sites, 3 enabled, 11 events, 0 dropped, 176 bytes in {out}" \
             in p.stderr
         info = (out / "info").read_text().splitlines()
-        assert info[0] == "format=1" and info[2] == f"attach={victim.pid}"
+        assert info[0] == "format=2" and info[2] == f"attach={victim.pid}"
         assert info[1].startswith(f"command='{progs['victim']}'")
         assert not list(tmp_path.glob("*.tmp-*"))
         same_text(before, victim.text())

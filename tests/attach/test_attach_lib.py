@@ -440,4 +440,4 @@ def test_the_process_exit_ends_the_trace(prog_of, tmp_path):
     image = the_image(tool.dir, prog.pid)
     assert image.calls() == {"work_a": 18, "work_b": 18}
     assert image.kv["events"] == ["72"]
-    assert read_kv(tool.dir / "info")["format"] == ["1"]
+    assert read_kv(tool.dir / "info")["format"] == ["2"]

@@ -33,7 +33,7 @@ def test_demo_installs_what_the_demo_runs():
         # binutils' tools are shipped by binutils-<triplet>, which it pulls in
         assert names & packages or any(n.startswith("binutils") for n in names), \
             (tool, names, packages)
-    assert {"gcc-12-plugin-dev", "libelf-dev"} <= packages
+    assert {"gcc-12-plugin-dev", "libelf-dev", "libzstd-dev"} <= packages
 
 
 def test_demo_list_is_part_of_the_whole():

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from ftpadtest import A64_PLUGIN, BUILD, TEST_SRC, run
+from ftpadtest import A64_PLUGIN, BUILD, LIBFTPAD_A_LIBS, TEST_SRC, run
 
 SRC = TEST_SRC / "runtime"
 SYSROOT = "/usr/aarch64-linux-gnu"
@@ -24,7 +24,9 @@ def build(d, cc, plugin, libdir, static):
     cflags = [cc, "-O2", f"-fplugin={plugin}"]
     run([*cflags, "-shared", "-fPIC", SRC / "early_lib.c", "-o", d / "libearly_lib.so"])
     exe = d / ("early_static" if static else "early_shared")
-    lib = (["-Wl,--undefined=ftpad_register_ops", libdir / "libftpad.a"] if static
+    # The aarch64 libftpad.a, cross-built without libzstd, needs no -lzstd.
+    zstd = LIBFTPAD_A_LIBS if libdir == BUILD / "runtime" else []
+    lib = (["-Wl,--undefined=ftpad_register_ops", libdir / "libftpad.a", *zstd] if static
            else [f"-L{libdir}", "-lftpad", f"-Wl,-rpath,{libdir}"])
     run([*cflags, SRC / "early.c", f"-L{d}", "-learly_lib", f"-Wl,-rpath,{d}", *lib, "-o", exe])
     return exe

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, LIBFTPAD_A, TEST_SRC, run
+from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, LIBFTPAD_A, LIBFTPAD_A_LIBS, TEST_SRC, run
 
 SRC = TEST_SRC / "runtime"
 LIBDIR = BUILD / "runtime"
@@ -23,7 +23,7 @@ A64_CC = "aarch64-linux-gnu-gcc-12"
 LINKS = {
     "so": lambda: [f"-L{LIBDIR}", "-lftpad", f"-Wl,-rpath,{LIBDIR}"],
     # -rdynamic: the MOD_CTOR library calls the program's copy.
-    "a": lambda: ["-rdynamic", LIBFTPAD_A, "-lpthread"],
+    "a": lambda: ["-rdynamic", LIBFTPAD_A, *LIBFTPAD_A_LIBS, "-lpthread"],
 }
 
 

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from ftpadtest import BUILD, FTPAD_BIN, INCLUDE, LIBFTPAD_A, TEST_SRC, run
+from ftpadtest import BUILD, FTPAD_BIN, INCLUDE, LIBFTPAD_A, LIBFTPAD_A_LIBS, TEST_SRC, run
 
 SRC = TEST_SRC / "runtime"
 LIBDIR = BUILD / "runtime"
@@ -22,7 +22,7 @@ def textwrite(plugin, libftpad, tmp_path_factory):
     common = ["gcc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={plugin}",
               f"-I{INCLUDE}", SRC / "textwrite.c"]
     run([*common, f"-L{LIBDIR}", "-lftpad", f"-Wl,-rpath,{LIBDIR}", "-o", d / "textwrite"])
-    run([*common, LIBFTPAD_A, "-o", d / "textwrite_static"])
+    run([*common, LIBFTPAD_A, *LIBFTPAD_A_LIBS, "-o", d / "textwrite_static"])
     # Pages the linker just wrote are dirty in the page cache, and smaps
     # counts them as Private_Dirty until they are written back.
     for exe in ("textwrite", "textwrite_static"):

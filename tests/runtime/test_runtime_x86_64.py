@@ -14,7 +14,8 @@ import re
 import pytest
 
 import ftpadtest
-from ftpadtest import BUILD, FTPAD_BIN, INCLUDE, LIBFTPAD_A, LIBFTPAD_SO, TEST_SRC, run
+from ftpadtest import (BUILD, FTPAD_BIN, INCLUDE, LIBFTPAD_A, LIBFTPAD_A_LIBS, LIBFTPAD_SO,
+                       TEST_SRC, run)
 
 SRC = TEST_SRC / "runtime"
 PADS = SRC / "pads_x86_64.S"
@@ -56,15 +57,16 @@ def progs(tmp_path_factory, libftpad):
     common = ["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-DPREFIX=t_", f"-I{INCLUDE}"]
     run([*common, RT_MAIN, PADS, f"-L{d}", "-lpads", f"-L{LIBDIR}", "-lftpad", rpath,
          "-o", d / "rt_main"])
-    run([*common, RT_MAIN, PADS, f"-L{d}", "-lpads", LIBFTPAD_A, rpath, "-o", d / "rt_static"])
+    run([*common, RT_MAIN, PADS, f"-L{d}", "-lpads", LIBFTPAD_A, *LIBFTPAD_A_LIBS, rpath,
+         "-o", d / "rt_static"])
     (d / "plain.c").write_text(PLAIN_MAIN)
     run([*common, d / "plain.c", PADS, rpath, "-o", d / "plain"])
     # Linked statically with nothing calling ftpad: the tracer's constructor
     # must be pulled in, either way ftpad.h documents.
     run([*common, d / "plain.c", PADS, "-Wl,--whole-archive", LIBFTPAD_A,
-         "-Wl,--no-whole-archive", "-o", d / "plain_static"])
+         "-Wl,--no-whole-archive", *LIBFTPAD_A_LIBS, "-o", d / "plain_static"])
     run([*common, d / "plain.c", PADS, "-Wl,--undefined=ftpad_register_ops", LIBFTPAD_A,
-         "-o", d / "plain_static_u"])
+         *LIBFTPAD_A_LIBS, "-o", d / "plain_static_u"])
     return d
 
 

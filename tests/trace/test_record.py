@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """`ftpad record` and libftpad's recorder (runtime/record_*.c): programs built
 with the GCC plugin, recorded into a trace directory, read back here with a
-small reader of docs/format.md "The trace directory" (struct module, not the
+small reader of docs/format.md "The trace directory" (ftpadtest.read_events_file, not the
 C viewers), and compared with the counts the programs keep themselves.
 Mostly entries only (tests/trace/test_trace_trees.py checks exits).  x86_64
 natively (LD_PRELOAD through `ftpad record`); aarch64 under qemu-aarch64,
@@ -12,19 +12,16 @@ import os
 import pathlib
 import re
 import signal
-import struct
 import subprocess
 
 import pytest
 
-from ftpadtest import BUILD, FTPAD_BIN, PLUGIN, TEST_SRC, run
+from ftpadtest import BUILD, FTPAD_BIN, PLUGIN, TEST_SRC, read_events_file, run
 
 SRC = TEST_SRC / "record"
 A64_PLUGIN = BUILD / "gcc-plugin" / "aarch64" / "ftpad.so"
 A64_LIB = BUILD / "runtime" / "aarch64" / "libftpad.a"
 
-HEADER = struct.Struct("<8sHHHHII16s24x")
-EVENT = struct.Struct("<QII")
 KINDS = {0: "entry", 1: "exit", 2: "tail-exit", 3: "lost", 4: "signal", 5: "sigreturn",
          6: "unwind"}
 SUMMARY = re.compile(r"^ftpad: (\d+) sites, (\d+) enabled, (\d+) events, (\d+) dropped, "
@@ -54,15 +51,17 @@ class Image:
         assert len(self.sites) == len(lines), "site ids are never reused"
         self.threads = {}  # by tid: the events of every file of that tid
         self.files = {}    # by name: <tid>.events, <tid>.<k>.events for a reused tid
+        self.stray = {}    # by name: the bytes after the last whole block
         for f in sorted(path.glob("*.events")):
-            data = f.read_bytes()
-            magic, version, hsize, esize, harch, pid, tid, comm = HEADER.unpack_from(data)
-            assert (magic, version, hsize, esize, harch) == (b"FTPADTRC", 1, 64, 16, arch)
+            header, events, stray = read_events_file(f.read_bytes())
+            magic, version, hsize, esize, harch, pid, tid, comm = header
+            assert (magic, version, hsize, esize, harch) == (b"FTPADTRC", 2, 64, 16, arch)
             assert re.fullmatch(rf"{tid}(\.\d+)?\.events", f.name), f.name
             assert str(pid) == self.kv["pid"][0]
-            assert (len(data) - 64) % 16 == 0
-            self.files[f.name] = [(t, KINDS[w >> 28], w & 0xfffffff, sp)
-                                  for t, w, sp in EVENT.iter_unpack(data[64:])]
+            # A process killed while its writer wrote (exit_group, SIGKILL)
+            # may leave a block cut short: read to the last whole one.
+            self.stray[f.name] = stray
+            self.files[f.name] = [(t, KINDS[w >> 28], w & 0xfffffff, sp) for t, w, sp in events]
             self.threads.setdefault(tid, []).extend(self.files[f.name])
 
     def calls(self, tid=None):
@@ -143,10 +142,11 @@ def test_summary_matches_the_files(prog, tmp_path):
     [image] = trace.images.values()
     assert sites == len(image.sites) and enabled == sites
     assert events == image.events() == 603 and dropped == 0  # 300 * 2, before_main, main, report
+    assert not any(image.stray.values()), image.stray  # whole blocks only
     files = sorted((tmp_path / "trace" / image.name).glob("*.events"))
     assert nbytes == sum(f.stat().st_size for f in files)
     info = trace.info
-    assert info["format"] == ["1"] and info["arch"] == ["x86_64"] and info["clock"] == ["tsc"]
+    assert info["format"] == ["2"] and info["arch"] == ["x86_64"] and info["clock"] == ["tsc"]
     assert info["exit"] == ["7"] and info["events"] == [str(events)]
     sync = [tuple(map(int, v.split())) for v in info["clock_sync"]]
     assert len(sync) >= 2 and sync == sorted(sync)
@@ -588,7 +588,7 @@ def test_aarch64_under_qemu(tmp_path):
     assert (calls["leaf"], calls["mid"]) == (own["leaf"], own["mid"]) == (500, 500)
     # Started with FTPAD_RECORD alone, the library writes info's format line
     # itself, so the viewers read the directory like one `ftpad record` made.
-    assert trace.info["format"] == ["1"]
+    assert trace.info["format"] == ["2"]
     report = run([FTPAD_BIN, "report", out]).stdout
     assert re.search(rf"\s{own['leaf']}\s+leaf \(entry only\)$", report, re.M), report
 

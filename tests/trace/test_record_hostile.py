@@ -83,16 +83,16 @@ def events_in_files(trace):
 def test_program_that_limits_its_file_sizes(hostile, tmp_path):
     """RLIMIT_FSIZE binds the recorder's writes too: the program lives on,
     and the events past the limit are counted, with EFBIG."""
-    p, summary = record(tmp_path, [hostile, "fsize", 500000])
+    p, summary = record(tmp_path, [hostile, "fsize", 1000000])
     assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout == "calls=500000\n"
+    assert p.stdout == "calls=1000000\n"
     assert summary, p.stderr
     unwritten, cause = not_written(p.stderr)
     assert "EFBIG" in cause
     assert unwritten and summary[3] >= unwritten
     # events= counts the events in the files; the others are dropped.
     assert events_in_files(Trace(tmp_path / "trace")) == summary[2]
-    assert summary[2] + summary[3] == 500000 + 1  # work, and main
+    assert summary[2] + summary[3] == 1000000 + 1  # work, and main
 
 
 def record_on_tmpfs(tmp_path, size, opts, cmd):
@@ -112,16 +112,16 @@ def record_on_tmpfs(tmp_path, size, opts, cmd):
 
 
 def test_full_disk_is_counted_with_its_cause(hostile, tmp_path):
-    """A trace on a 1 MiB tmpfs, with a fixed cap above it (without one the
-    recorder would keep a tenth of it free): every event that found no
-    room is counted as dropped, with ENOSPC, in the summary and in the
-    viewers."""
-    p, copy = record_on_tmpfs(tmp_path, "1m", ["--size", "1024"], [hostile, "calls", 1000000])
+    """A trace on a 64 KiB tmpfs (the calls' events take 60-300 KiB,
+    compressed), with a fixed cap above it (without one the recorder would
+    keep a tenth of it free): every event that found no room is counted as
+    dropped, with ENOSPC, in the summary and in the viewers."""
+    p, copy = record_on_tmpfs(tmp_path, "64k", ["--size", "1024"], [hostile, "calls", 2000000])
     assert p.returncode == 0, p.stderr
     m = SUMMARY.search(p.stderr)
     assert m, p.stderr
     events, dropped = int(m[3]), int(m[4])
-    assert events + dropped == 1000000 + 1  # work, and main
+    assert events + dropped == 2000000 + 1  # work, and main
     unwritten, cause = not_written(p.stderr)
     assert "ENOSPC" in cause
     assert dropped >= unwritten > 0

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
 """A mutation fuzzer of the trace reader and its viewers, in make check.
 
-A real trace (tests/src/trace/deep.c built with the GCC plugin, recorded
-with `ftpad record`) is spoiled a few hundred ways with a fixed seed: bytes
-of its events, sites, info and image files flipped, overwritten, cut off,
-repeated, and numbers in its text made huge.  Each spoiled copy goes
+Two real traces (tests/src/trace/deep.c built with the GCC plugin, recorded
+with `ftpad record`: one zstd-coded block of events, and one of a deeper
+recursion written in blocks of 16 events) are spoiled a few hundred ways
+with a fixed seed: bytes of their events (block headers, zstd frames),
+sites, info and image files flipped, overwritten, cut off, repeated, and
+numbers in their text made huge.  Each spoiled copy goes
 through replay, report, dump --chrome and flame, built here from the same
 sources with AddressSanitizer and UndefinedBehaviorSanitizer.  Every run
 must end by itself (a hang guard), not by a signal nor a sanitizer report,
@@ -18,11 +20,11 @@ import subprocess
 
 import pytest
 
-from ftpadtest import BUILD, INCLUDE, ROOT, run
+from ftpadtest import BUILD, FTPAD_BIN, INCLUDE, ROOT, run
 from test_trace_hostile import deep_prog, small_trace  # noqa: F401 (fixtures)
 
 SEED = 20240611
-MUTATIONS = 200
+MUTATIONS = 100  # per trace
 HANG_GUARD = 60  # seconds, per run: generous, as a stuck viewer is what it catches
 VIEWERS = [["replay"], ["report"], ["dump", "--chrome", "-o", "-"], ["flame", "-o", "-"]]
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
@@ -42,7 +44,7 @@ def ftpad_san(tmp_path_factory):
          '-DFTPAD_INSTALL_LIBDIR="lib"', f"-I{ROOT / 'trace'}", f"-I{INCLUDE}", f"-I{cli}",
          cli / "ftpad.c", cli / "record.c", cli / "snapshot.c",
          cli / "tracedir.c",
-         *sorted((ROOT / "trace").glob("*.c")), script, "-lsupc++", "-o", exe])
+         *sorted((ROOT / "trace").glob("*.c")), script, "-lsupc++", "-lzstd", "-o", exe])
     return exe
 
 
@@ -119,12 +121,25 @@ def check(ftpad, d, what, args):
     return None
 
 
-def test_spoiled_traces_give_errors_not_crashes_nor_hangs(ftpad_san, small_trace, tmp_path):
-    for args in VIEWERS:  # the unspoiled trace reads cleanly
-        assert check(ftpad_san, small_trace, "nothing", args) is None
-    rng = random.Random(SEED)
-    runs = [(d, what, args) for d, what in spoiled_copies(small_trace, tmp_path, rng)
-            for args in VIEWERS]
+@pytest.fixture(scope="module")
+def blocks_trace(deep_prog, tmp_path_factory):  # noqa: F811
+    """main > deep x 41 > leaf, written in blocks of 16 events (chunks of 17
+    events, the last slot kept for a LOST count): six blocks."""
+    out = tmp_path_factory.mktemp("blocks") / "trace"
+    run([FTPAD_BIN, "record", "--force", "-o", out, "--", deep_prog, 40],
+        env={**os.environ, "FTPAD_RECORD_CHUNK": "17"})
+    return out
+
+
+def test_spoiled_traces_give_errors_not_crashes_nor_hangs(ftpad_san, small_trace, blocks_trace,
+                                                          tmp_path):
+    runs = []
+    for n, trace in enumerate((small_trace, blocks_trace)):
+        for args in VIEWERS:  # the unspoiled trace reads cleanly
+            assert check(ftpad_san, trace, "nothing", args) is None
+        rng = random.Random(SEED + n)
+        runs += [(d, what, args) for d, what in spoiled_copies(trace, tmp_path / f"t{n}", rng)
+                 for args in VIEWERS]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         problems = [r for r in pool.map(lambda a: check(ftpad_san, *a), runs) if r]
     assert not problems, f"{len(problems)} of {len(runs)} runs:\n" + "\n".join(problems[:5])

@@ -464,7 +464,7 @@ def test_missing_events_file_or_empty_info_is_an_error(tmp_path, gen, viewer):
     (trace / "info").write_text("")
     p = ftpad(*viewer, trace, check=False)
     assert p.returncode == 1 and p.stdout == ""
-    assert f"ftpad: error: {trace}/info: empty: a trace's info starts with format=1" in p.stderr
+    assert f"ftpad: error: {trace}/info: empty: a trace's info starts with format=2" in p.stderr
 
 
 @pytest.mark.parametrize("attached", [False, True], ids=["record", "attach"])
@@ -496,16 +496,16 @@ def test_not_a_trace_directory(tmp_path):
 
 def test_format_of_another_version(tmp_path, gen):
     s = Scenario(tmp_path / "v.trace")
-    s.lines[1] = "info format=2"
+    s.lines[1] = "info format=3"
     s.image("1.0", "/bin/x", ["main"]).thread(1, "x")
     p = ftpad("replay", s.write(gen), check=False)
     assert p.returncode == 1
-    assert "v.trace/info: trace format 2 is not the one this ftpad reads (1)" in p.stderr
+    assert "v.trace/info: trace format 3 is not one this ftpad reads (1, 2)" in p.stderr
 
 
 @pytest.mark.parametrize("field,value,message", [
     ("magic", "NOTATRCE", "not an ftpad events file"),
-    ("version", "7", "events format version 7 is not the one this ftpad reads (1)"),
+    ("version", "7", "events format version 7 is not one this ftpad reads (1, 2)"),
     ("event_size", "24", "header says 64-byte header and 24-byte events; want 64 and 16"),
 ])
 def test_events_file_of_another_format(tmp_path, gen, field, value, message):

@@ -10,7 +10,8 @@
  *                          files hold what it wrote
  *   hostile threads N K    N short threads, one after the other, each
  *                          calling work() K times and opening a file
- *   hostile fsize N        RLIMIT_FSIZE set to 1 MiB, then N calls
+ *   hostile fsize N        RLIMIT_FSIZE set to 8 KiB, then N calls (a trace
+ *                          compresses them to 0.03-0.2 bytes each)
  *   hostile calls N        N calls
  *   hostile reuse-pid N    two children, one after the other, with the
  *                          same pid (ns_last_pid; pid 1 of a pid namespace
@@ -111,7 +112,7 @@ static int many_threads(long n, long k)
 
 static int limited_files(long n)
 {
-	struct rlimit lim = { 1 << 20, 1 << 20 };
+	struct rlimit lim = { 8 << 10, 8 << 10 };
 	int fd;
 
 	if (setrlimit(RLIMIT_FSIZE, &lim))

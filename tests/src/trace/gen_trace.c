@@ -57,7 +57,7 @@ static void reset_header(void)
 {
 	memset(&next_header, 0, sizeof(next_header));
 	memcpy(next_header.magic, FTPAD_TRACE_MAGIC, 8);
-	next_header.version = FTPAD_TRACE_VERSION;
+	next_header.version = FTPAD_TRACE_VERSION_RAW; /* events as they are */
 	next_header.header_size = sizeof(struct ftpad_trace_thread_header);
 	next_header.event_size = sizeof(struct ftpad_event);
 	next_header.arch = 1; /* FTPAD_ARCH_X86_64 */
