@@ -112,6 +112,9 @@ struct rthread {
 	/* --ring: its events the ring let go for newer ones (not dropped:
 	 * recorded, and older than what the ring keeps). */
 	uint64_t overwritten;
+	/* --ring: it ended (the writer saw it in ended_threads), so its file
+	 * closes once the ring's last chunk of it is written at the end. */
+	int gone;
 	/* --ring: fd, file and unwritten, put aside while a snapshot writes */
 	struct {
 		struct ftpad_own_fd fd;
@@ -221,6 +224,8 @@ void set_events_dir(int fd) RECORD_SHARED(set_events_dir);
 void put_events(struct rthread *t, const struct ftpad_event *ev, size_t n)
 	RECORD_SHARED(put_events);
 void close_events(struct rthread *t) RECORD_SHARED(close_events);
+/* t ended and its events are written: its last LOST count, its file closed. */
+void end_file(struct rthread *t) RECORD_SHARED(end_file);
 void hold_xfsz(sigset_t *old) RECORD_SHARED(hold_xfsz);
 void release_xfsz(const sigset_t *old) RECORD_SHARED(release_xfsz);
 void write_all(int fd, const void *buf, size_t len) RECORD_SHARED(write_all);

@@ -87,13 +87,26 @@ void ring_keep(struct chunk *c)
 	}
 }
 
+/* The ring into the files, oldest first.  A thread that has ended gets
+ * its file closed right after its last chunk, as drain() does: a program
+ * that ran many short threads has one such file open at a time, not one
+ * per thread the ring still holds. */
 void ring_write_out(void)
 {
 	struct chunk *c;
 
+	for (c = ring_head; c; c = c->next)
+		c->owner->last_chunk = c;
 	while ((c = ring_head)) {
+		struct rthread *t = c->owner;
+
 		ring_head = c->next;
-		put_events(c->owner, c->ev, c->n);
+		put_events(t, c->ev, c->n);
+		if (t->last_chunk == c) {
+			t->last_chunk = NULL;
+			if (t->gone)
+				end_file(t);
+		}
 		free_chunk(c);
 	}
 	ring_tail = NULL;

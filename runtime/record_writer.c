@@ -377,7 +377,7 @@ static void write_lost_tail(struct rthread *t)
 
 /* A thread that ended, its events written: the last LOST count, and its
  * file closed. */
-static void end_file(struct rthread *t)
+void end_file(struct rthread *t)
 {
 	t->ending = 0;
 	write_lost_tail(t);
@@ -428,11 +428,13 @@ static void drain(void)
 		}
 		put_free(c);
 	}
-	for (t = ended; t; t = t->ended_next)
+	for (t = ended; t; t = t->ended_next) {
 		if (t->ending && !ring_chunks) /* no chunk left to write */
 			end_file(t);
 		else
 			t->ending = 0;
+		t->gone |= ring_chunks != 0;
+	}
 	release_xfsz(&old);
 	pthread_mutex_unlock(&write_lock);
 }

@@ -28,8 +28,9 @@ def hostile(tmp_path_factory):
     return out
 
 
-def record(cwd, cmd, out="trace", wrap=(), **kw):
-    p = run([*wrap, FTPAD_BIN, "record", "-o", out, "--", *cmd], check=False, cwd=cwd, **kw)
+def record(cwd, cmd, out="trace", wrap=(), opts=(), **kw):
+    p = run([*wrap, FTPAD_BIN, "record", *opts, "-o", out, "--", *cmd], check=False, cwd=cwd,
+            **kw)
     m = SUMMARY.search(p.stderr)
     return p, (tuple(map(int, m.groups()[:5])) if m else None)
 
@@ -68,6 +69,26 @@ def test_short_threads_under_a_low_descriptor_limit(hostile, tmp_path):
     assert summary, p.stderr[-2000:]
     assert summary[3] == 0, p.stderr[-2000:]
     assert work_calls(Trace(tmp_path / "trace")) == threads * per_thread
+
+
+def test_short_threads_of_a_ring_under_a_low_descriptor_limit(hostile, tmp_path):
+    """--ring writes its files at the end, and a thread that has ended gets
+    its file closed after its last chunk there too: the ring holds the
+    chunks of about a thousand threads, fifteen times the limit of 64, and
+    every event it keeps reaches the files."""
+    threads, per_thread = 4000, 10
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    p, summary = record(tmp_path, [hostile, "threads", threads, per_thread],
+                        opts=["--ring", "64"], preexec_fn=limit)
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    assert summary, p.stderr[-2000:]
+    assert summary[3] == 0 and "not written" not in p.stderr, p.stderr[-2000:]
+    trace = Trace(tmp_path / "trace")
+    assert events_in_files(trace) == summary[2]
+    assert work_calls(trace) >= 15 * 64 * per_thread
 
 
 def not_written(stderr):
