@@ -125,7 +125,8 @@ static void put_columns(struct ftpad_block_encoder *e, const struct ftpad_event 
 static size_t compress(struct ftpad_block_encoder *e, uint8_t *dst, size_t cap, size_t raw)
 {
 #if FTPAD_HAVE_ZSTD
-	ZSTD_CCtx *cctx = e->zstd ? ZSTD_initStaticCCtx(e->zstd, e->zstd_size) : NULL;
+	ZSTD_CCtx *cctx = e->zstd && !e->plain ? ZSTD_initStaticCCtx(e->zstd, e->zstd_size)
+					       : NULL;
 	size_t z;
 
 	if (!cctx || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, e->level)) ||

@@ -24,6 +24,8 @@ struct ftpad_block_encoder {
 	uint8_t *out;      /* the block: header and data */
 	size_t out_size;
 	void *zstd;        /* workspace for the compressor, NULL without one */
+	int plain;         /* 1: the varint columns only, no zstd (its caller is
+			    * short of time: a writer falling behind) */
 	size_t zstd_size;
 };
 

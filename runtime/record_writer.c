@@ -388,6 +388,22 @@ void end_file(struct rthread *t)
  * ended before the chunks were taken have their last ones among them: each
  * one's file is closed right after its last chunk, so that a program that
  * runs many short threads has one such file open at a time. */
+/*
+ * More than half the pool waits to be written: the threads fill it faster
+ * than zstd goes (a tight loop makes an event every 10 ns, and zstd takes
+ * about 8 an event), so the writer writes the varint columns alone, about
+ * four times the bytes at a fraction of the time, until it has caught up.
+ * Without this, the pool runs out and events are dropped instead.
+ */
+static bool falling_behind(const struct chunk *rest)
+{
+	size_t waiting = __atomic_load_n(&nfull, __ATOMIC_RELAXED);
+
+	for (; rest && waiting <= nchunks / 2; rest = rest->next)
+		waiting++;
+	return waiting > nchunks / 2;
+}
+
 static void drain(void)
 {
 	struct chunk *c, *list = NULL;
@@ -418,6 +434,7 @@ static void drain(void)
 
 		list = c->next;
 		t = c->owner;
+		encoder.plain = falling_behind(list);
 		put_events(t, c->ev, c->n);
 		__atomic_sub_fetch(reserved, chunk_events * sizeof(struct ftpad_event) - len,
 				   __ATOMIC_RELAXED);
@@ -428,6 +445,7 @@ static void drain(void)
 		}
 		put_free(c);
 	}
+	encoder.plain = 0;
 	for (t = ended; t; t = t->ended_next) {
 		if (t->ending && !ring_chunks) /* no chunk left to write */
 			end_file(t);
