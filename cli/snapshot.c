@@ -133,8 +133,7 @@ int cmd_snapshot(int argc, char **argv)
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		fprintf(stderr, "ftpad: error: snapshot: cannot open %s: %s (is '%s' a trace "
-			"being recorded with --ring? while it runs, 'ftpad record' writes it as "
-			"DIR.tmp-PID: give the PID)\n", path, strerror(errno), dir);
+			"being recorded with --ring?)\n", path, strerror(errno), dir);
 		return 1;
 	}
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
