@@ -194,13 +194,21 @@ def test_claiming_a_slot_never_allocates_aarch64(grace_a64, mode):
     assert f["calls"] == 64 if mode == "signal" else f["calls"] >= 32
 
 
+def assert_slots_reused(f):
+    """2000 threads, 8 at a time, each with a traced call: the slots of
+    threads gone are taken back, so far fewer are held than threads ran
+    (without, 2000 or more).  Not exactly the first chunk's 256: a claim
+    that finds another claim taking slots back waits for it only a few
+    yields (it may be its own thread's, under a signal handler) and then
+    maps another chunk, which a loaded machine makes happen (1279 seen
+    beside two busy loops under qemu)."""
+    assert f["calls"] == 2000
+    assert 256 <= f["slots"] < 2000, f
+
+
 def test_slots_of_threads_gone_are_reused(grace):
-    """2000 threads, 8 at a time, each with a traced call: the slots held
-    stay the first chunk's 256 (those of threads gone are taken back)."""
-    assert fields(run([grace / "grace_slots", "churn"]).stdout) == {"calls": 2000,
-                                                                      "slots": 256}
+    assert_slots_reused(fields(run([grace / "grace_slots", "churn"]).stdout))
 
 
 def test_slots_of_threads_gone_are_reused_aarch64(grace_a64):
-    assert fields(qemu(grace_a64 / "grace_slots", "churn").stdout) == {"calls": 2000,
-                                                                         "slots": 256}
+    assert_slots_reused(fields(qemu(grace_a64 / "grace_slots", "churn").stdout))
