@@ -10,6 +10,7 @@ import struct
 import subprocess
 import tempfile
 
+import pytest
 from elftools.elf.elffile import ELFFile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -50,6 +51,19 @@ def run(cmd, check=True, **kw):
             f"command failed ({p.returncode}): {' '.join(cmd)}\n"
             f"--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
     return p
+
+
+def require_cross(cc, files, tools=("qemu-aarch64",)):
+    """What a test of another architecture needs: its compiler and runner,
+    which scripts/install-deps.sh installs, and the files the build made
+    with them.  Missing, the test fails saying which (never skipped: make
+    check installs them)."""
+    for tool in (cc, *tools):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
+    for p in files:
+        if not p.exists():
+            pytest.fail(f"{p} is missing: run `make` with {cc} installed")
 
 
 def made_once(home, make):

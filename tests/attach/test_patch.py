@@ -18,12 +18,11 @@ code's or a patch's, while other threads block in system calls.
 - A pad is a tracer's or a patch's: patching a traced function is refused,
   and a tracer started on a patched one leaves it alone."""
 import os
-import shutil
 
 import pytest
 
 from attachtest import Attach, assert_text_unchanged, exec_ranges, text_snapshot
-from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, LIBFTPAD_SO, PLUGIN, run
+from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, LIBFTPAD_SO, PLUGIN, require_cross, run
 from patchtest import SRC, Server, build_server, patch
 
 A64_CC = "aarch64-linux-gnu-gcc-12"
@@ -196,12 +195,7 @@ def test_apply_and_revert_from_the_program_aarch64(tmp_path, bp, pie):
     under qemu-aarch64), else `b` to a `ldr x16; br x16` stub (a program
     at 0x400000); with BTI the stub's `br x16` lands on the new function's
     `bti c`."""
-    for tool in (A64_CC, "qemu-aarch64"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
-    for p in (A64_PLUGIN, A64_LIBDIR / "libftpad.so"):
-        if not p.exists():
-            pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
+    require_cross(A64_CC, (A64_PLUGIN, A64_LIBDIR / "libftpad.so"))
     exe, fix = tmp_path / "apply", tmp_path / "patch1.so"
     run([A64_CC, "-O2", "-Wall", "-Werror", *bp, *pie, f"-fplugin={A64_PLUGIN}", f"-I{INCLUDE}",
          "-o", exe, SRC / "apply.c", f"-L{A64_LIBDIR}", "-lftpad",

@@ -13,13 +13,12 @@ back the exact bytes.  Each with and without -mbranch-protection=standard
 import os
 import re
 import resource
-import shutil
 import struct
 
 import pytest
 
 import ftpadtest
-from ftpadtest import A64_PLUGIN, BUILD, FLAG_BTI, INCLUDE, Image, TEST_SRC, run
+from ftpadtest import A64_PLUGIN, BUILD, FLAG_BTI, INCLUDE, Image, TEST_SRC, require_cross, run
 
 SRC = TEST_SRC / "runtime"
 RT = SRC / "rt_aarch64.c"
@@ -42,12 +41,7 @@ OPTS = ["-O0", "-O2", "-Os"]
 
 @pytest.fixture(scope="module")
 def a64():
-    for tool in (CC, "qemu-aarch64"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
-    for p in (A64_PLUGIN, LIBDIR / "libftpad.a", LIBDIR / "libftpad.so"):
-        if not p.exists():
-            pytest.fail(f"{p} is missing: run `make` with {CC} installed")
+    require_cross(CC, (A64_PLUGIN, LIBDIR / "libftpad.a", LIBDIR / "libftpad.so"))
 
 
 def build(tmp_path, source, flags=(), plugin_args=None, static=True, name=None, opt="-O2"):

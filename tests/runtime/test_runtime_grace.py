@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, TEST_SRC, run
+from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, TEST_SRC, require_cross, run
 
 SRC = TEST_SRC / "runtime"
 LIBDIR = BUILD / "runtime"
@@ -37,12 +37,7 @@ def grace(plugin, libftpad, tmp_path_factory):
 @pytest.fixture(scope="module")
 def grace_a64(tmp_path_factory):
     """The programs whose paths aarch64 shares, for qemu-aarch64."""
-    for tool in (A64_CC, "qemu-aarch64"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
-    for p in (A64_PLUGIN, A64_LIBDIR / "libftpad.so"):
-        if not p.exists():
-            pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
+    require_cross(A64_CC, (A64_PLUGIN, A64_LIBDIR / "libftpad.so"))
     d = tmp_path_factory.mktemp("grace_a64")
     for prog in ("grace_api", "grace_sleep", "grace_slots"):
         run([A64_CC, "-O2", "-g", "-Wall", "-Wextra", "-Werror", f"-fplugin={A64_PLUGIN}",

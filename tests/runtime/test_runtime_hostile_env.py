@@ -4,12 +4,11 @@ descriptor (closefrom) and opens files of its own, a fork from a signal
 handler inside a register, a SIGTRAP handler of the program's own behind
 libftpad's, a program that mprotects its own text, and no /proc."""
 import os
-import shutil
 import subprocess
 
 import pytest
 
-from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, TEST_SRC, run
+from ftpadtest import A64_PLUGIN, BUILD, INCLUDE, TEST_SRC, require_cross, run
 
 SRC = TEST_SRC / "runtime"
 LIBDIR = BUILD / "runtime"
@@ -128,12 +127,7 @@ A64_LIBFTPAD = BUILD / "runtime" / "aarch64" / "libftpad.a"
 
 @pytest.fixture(scope="module")
 def a64_progs(tmp_path_factory):
-    for tool in (A64_CC, "qemu-aarch64"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed: scripts/install-deps.sh installs it")
-    for p in (A64_PLUGIN, A64_LIBFTPAD):
-        if not p.exists():
-            pytest.fail(f"{p} is missing: run `make` with {A64_CC} installed")
+    require_cross(A64_CC, (A64_PLUGIN, A64_LIBFTPAD))
     d = tmp_path_factory.mktemp("env_a64")
     # Not env_noproc: qemu-user answers /proc/self/exe itself.  Not
     # env_mprotect: under qemu, aarch64.c cycles the protection of every page
